@@ -1,0 +1,48 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+# Everything else here is what those two stand on.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup system-deps lint typecheck unit bench clean sample-traces
+
+demo: setup ## Set everything up, regenerate sample traces, print findings, start the dashboard
+	$(BIN)/toolspan demo
+
+test: setup system-deps lint typecheck ## Set up and run the whole suite
+	$(BIN)/pytest
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Debian packages the tests start for real: a Redis server and a Chromium for
+# the dashboard's browser test. Installed only when missing.
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy -p toolspan
+
+unit: setup ## Fast tests only (no collector, Redis or browser)
+	$(BIN)/pytest -m "not slow"
+
+bench: setup ## Benchmarks (not part of the test suite)
+	$(BIN)/python bench/tracer_overhead.py
+	$(BIN)/python bench/analyzer_bench.py
+
+sample-traces: setup ## Regenerate the checked-in sample traces
+	$(BIN)/toolspan demo --no-dashboard
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
