@@ -1,1 +1,19 @@
-"""x"""
+"""toolspan dashboard: a Streamlit app over the analyzer's database.
+
+Importing this package pulls in DuckDB but not Streamlit; Streamlit is only
+imported by the app itself, which runs in its own process.
+"""
+
+from ._errors import DashboardError, QueryFailed, QueryRefused, QueryTimeout
+from ._sandbox import SandboxLimits, SandboxResult, SqlSandbox, open_database
+
+__all__ = [
+    "DashboardError",
+    "QueryFailed",
+    "QueryRefused",
+    "QueryTimeout",
+    "SandboxLimits",
+    "SandboxResult",
+    "SqlSandbox",
+    "open_database",
+]
