@@ -1,1 +1,57 @@
-"""x"""
+"""toolspan.tracer — the retry boundary for LLM tool executors.
+
+Declare each tool once, hand every tool call the model makes to an
+:class:`Executor`, and put the structured :class:`ToolResult` into the
+model's next message. Every logical call and every attempt becomes an
+OpenTelemetry span (see ``docs/trace-contract.md``).
+
+Library code here depends on ``opentelemetry-api`` only; set up the SDK and
+exporters with :func:`setup_telemetry` (extra ``toolspan[otel]``).
+"""
+
+from __future__ import annotations
+
+from ._adapters import from_httpx, from_httpx_response, raise_for_httpx_status, to_tool_error
+from ._attributes import CONTRACT_VERSION
+from ._canonical import canonical_json
+from ._errors import ConfigurationError, ToolError, ToolspanError
+from ._executor import AsyncExecutor, Executor
+from ._hooks import AttemptEvent, CallEvent, Hook
+from ._policy import AMBIGUOUS_CODES, DEFAULT_RETRYABLE_CODES, RetryPolicy, parse_retry_after
+from ._redact import REDACTED, Redactor
+from ._result import Status, ToolResult
+from ._setup import Telemetry, setup_telemetry
+from ._tool import SideEffect, Tool, ToolCall, tool
+from ._version import __version__
+
+__all__ = [
+    "AMBIGUOUS_CODES",
+    "CONTRACT_VERSION",
+    "DEFAULT_RETRYABLE_CODES",
+    "REDACTED",
+    "AsyncExecutor",
+    "AttemptEvent",
+    "CallEvent",
+    "ConfigurationError",
+    "Executor",
+    "Hook",
+    "Redactor",
+    "RetryPolicy",
+    "SideEffect",
+    "Status",
+    "Telemetry",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolResult",
+    "ToolspanError",
+    "__version__",
+    "canonical_json",
+    "from_httpx",
+    "from_httpx_response",
+    "parse_retry_after",
+    "raise_for_httpx_status",
+    "setup_telemetry",
+    "to_tool_error",
+    "tool",
+]

@@ -1,0 +1,45 @@
+"""Span and attribute names of the trace contract (docs/trace-contract.md).
+
+One place for every name, so code and contract cannot drift apart.
+"""
+
+from __future__ import annotations
+
+CONTRACT_VERSION = 1
+SCOPE_NAME = "toolspan"
+
+# OpenTelemetry semantic conventions.
+OPERATION_NAME = "gen_ai.operation.name"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+CONVERSATION_ID = "gen_ai.conversation.id"
+ERROR_TYPE = "error.type"
+HTTP_STATUS_CODE = "http.response.status_code"
+HTTP_RESEND_COUNT = "http.request.resend_count"
+
+# toolspan's own namespace.
+REQUEST_ID = "toolspan.request.id"
+TURN_ID = "toolspan.turn.id"
+SIDE_EFFECT = "toolspan.side_effect"
+IDEMPOTENCY_KEY = "toolspan.idempotency.key"
+IDEMPOTENCY_REPLAYED = "toolspan.idempotency.replayed"
+ARGS_HASH = "toolspan.args.hash"
+RESULT_HASH = "toolspan.result.hash"
+STATUS = "toolspan.status"
+ERROR_CODE = "toolspan.error_code"
+RETRYABLE = "toolspan.retryable"
+ATTEMPTS = "toolspan.attempts"
+TOTAL_WAIT_S = "toolspan.total_wait_s"
+RETRY_AFTER_S = "toolspan.retry_after_s"
+RESULT_TRUNCATED = "toolspan.result.truncated"
+RECONCILED = "toolspan.reconciled"
+READ_BACK = "toolspan.read_back"
+SCHEMA_VERSION = "toolspan.tool.schema_version"
+RETRY_INITIATOR = "toolspan.retry.initiator"
+RETRY_OF = "toolspan.retry.of"
+ATTEMPT = "toolspan.attempt"
+ATTEMPT_OUTCOME = "toolspan.attempt.outcome"
+RETRY_DELAY_S = "toolspan.retry.delay_s"
+RETRY_ELAPSED_WAIT_S = "toolspan.retry.elapsed_wait_s"

@@ -1,0 +1,665 @@
+"""The retry boundary: executes tool calls, retries what is safe, traces it all.
+
+:class:`Executor` (sync) and :class:`AsyncExecutor` share one core,
+:class:`_Core`, which owns every decision; the two classes only differ in how
+they call the tool and how they wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, TracerProvider
+
+from . import _attributes as attr
+from ._adapters import to_tool_error
+from ._canonical import canonical_json, fingerprint, sha256_hex
+from ._errors import ConfigurationError, ToolError
+from ._hooks import AttemptEvent, CallEvent, Hook
+from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
+from ._redact import Redactor
+from ._result import Status, ToolResult
+from ._tool import Tool, ToolCall
+from ._version import __version__
+
+__all__ = ["AsyncExecutor", "Executor"]
+
+_log = logging.getLogger("toolspan.tracer")
+
+DEFAULT_MAX_RESULT_BYTES = 16 * 1024
+# Sentinels for the read-back answer: not asked, or asked and failed.
+_SKIPPED = object()
+_UNKNOWN = object()
+_RETRYABLE_STOPS: frozenset[str] = frozenset(
+    {"attempt_limit", "wait_budget", "deadline_exceeded", "in_progress"}
+)
+
+
+@dataclass(slots=True)
+class _Run:
+    """The state of one logical call while it executes."""
+
+    call: ToolCall
+    tool: Tool
+    arguments: dict[str, Any]
+    args_json: str
+    args_hash: str
+    span: Span
+    started_at: float
+    policy: RetryPolicy
+    safe_to_repeat: bool
+    attempt: int = 0
+    total_wait_s: float = 0.0
+    base_attributes: dict[str, Any] = field(default_factory=dict)
+
+
+class _Core:
+    """Everything the sync and async executors share."""
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        policy: RetryPolicy | None,
+        tracer_provider: TracerProvider | None,
+        redactor: Redactor | None,
+        hash_key: bytes | str | None,
+        max_result_bytes: int,
+        clock: Callable[[], float],
+        rng: random.Random | None,
+        hooks: Sequence[Hook],
+    ) -> None:
+        self.tools: dict[str, Tool] = {}
+        for declared in tools:
+            if declared.name in self.tools:
+                raise ConfigurationError(f"tool {declared.name!r} is declared twice")
+            self.tools[declared.name] = declared
+        self.policy = policy or RetryPolicy()
+        # Per-tool policies are built once, not per call.
+        self._policies = {
+            name: self.policy.with_codes(declared.retryable_codes)
+            for name, declared in self.tools.items()
+            if declared.retryable_codes is not None
+        }
+        self.tracer: Tracer = trace.get_tracer(
+            attr.SCOPE_NAME, __version__, tracer_provider=tracer_provider
+        )
+        self.redactor = redactor or Redactor()
+        self.hash_key = hash_key.encode() if isinstance(hash_key, str) else hash_key
+        if max_result_bytes < 64:
+            raise ConfigurationError("max_result_bytes must be at least 64")
+        self.max_result_bytes = max_result_bytes
+        self.clock = clock
+        # A live process gets an unseeded generator; tests inject a seeded one.
+        self.rng = rng or random.Random()
+        self.hooks = tuple(hooks)
+
+    # -- before the first attempt -------------------------------------------------
+
+    def begin(self, call: ToolCall) -> _Run | ToolResult:
+        """Validate the call and open its span; a result when nothing may run."""
+        declared = self.tools.get(call.name)
+        if declared is None:
+            return self._refuse(call, None, "unknown_tool", f"no tool named {call.name!r}")
+        arguments, problem = self._parse_arguments(call, declared)
+        args_bytes = canonical_json(self.redactor.value(arguments))
+        raw_bytes = canonical_json(arguments) if self.hash_key else args_bytes
+        base = self._base_attributes(call, declared)
+        call_attributes = {
+            **base,
+            attr.OPERATION_NAME: "execute_tool",
+            attr.TOOL_CALL_ARGUMENTS: args_bytes.decode(),
+            attr.ARGS_HASH: fingerprint(raw_bytes, self.hash_key),
+        }
+        if declared.schema_version is not None:
+            call_attributes[attr.SCHEMA_VERSION] = declared.schema_version
+        if problem is not None:
+            return self._refuse(call, declared, "invalid_arguments", problem, call_attributes)
+        span = self.tracer.start_span(
+            f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=call_attributes
+        )
+        safe = not declared.is_write or (declared.idempotent and bool(call.idempotency_key))
+        return _Run(
+            call=call,
+            tool=declared,
+            arguments=arguments,
+            args_json=call_attributes[attr.TOOL_CALL_ARGUMENTS],
+            args_hash=call_attributes[attr.ARGS_HASH],
+            span=span,
+            started_at=self.clock(),
+            policy=self._policies.get(call.name, self.policy),
+            safe_to_repeat=safe,
+            base_attributes=base,
+        )
+
+    def _parse_arguments(self, call: ToolCall, declared: Tool) -> tuple[dict[str, Any], str | None]:
+        """The arguments as a dict, and what is wrong with them (``None`` if nothing)."""
+        raw = call.arguments
+        if isinstance(raw, str | bytes):
+            try:
+                raw = orjson.loads(raw or "{}")
+            except orjson.JSONDecodeError as exc:
+                # Position only: the text itself may hold secrets.
+                return {}, f"arguments are not valid JSON (at character {exc.pos})"
+        if not isinstance(raw, Mapping):
+            return {}, f"arguments must be a JSON object, not {type(raw).__name__}"
+        arguments = dict(raw)
+        check = declared._check_args
+        if check is not None:
+            try:
+                check(arguments)
+            except Exception:
+                return arguments, _explain_schema_errors(declared.parameters or {}, arguments)
+        return arguments, None
+
+    def _base_attributes(self, call: ToolCall, declared: Tool | None) -> dict[str, Any]:
+        base: dict[str, Any] = {
+            attr.TOOL_NAME: call.name,
+            attr.TOOL_CALL_ID: call.call_id,
+            attr.TOOL_TYPE: "function",
+            attr.CONVERSATION_ID: call.conversation_id,
+        }
+        if call.request_id:
+            base[attr.REQUEST_ID] = call.request_id
+        if call.turn_id:
+            base[attr.TURN_ID] = call.turn_id
+        if declared is not None:
+            base[attr.SIDE_EFFECT] = declared.side_effect
+        if call.idempotency_key:
+            base[attr.IDEMPOTENCY_KEY] = call.idempotency_key
+        return base
+
+    def _refuse(
+        self,
+        call: ToolCall,
+        declared: Tool | None,
+        status: Status,
+        message: str,
+        attributes: dict[str, Any] | None = None,
+    ) -> ToolResult:
+        """A call span for a call that never ran, and its result."""
+        if attributes is None:
+            attributes = {
+                **self._base_attributes(call, declared),
+                attr.OPERATION_NAME: "execute_tool",
+            }
+        span = self.tracer.start_span(
+            f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        result = ToolResult(
+            ok=False,
+            status=status,
+            tool=call.name,
+            call_id=call.call_id,
+            error_code=status,
+            message=self.redactor.text(message),
+        )
+        self._close_call_span(span, result, None)
+        return result
+
+    # -- around each attempt ------------------------------------------------------
+
+    def start_attempt(self, run: _Run) -> Span:
+        run.attempt += 1
+        attributes = {
+            **run.base_attributes,
+            attr.ATTEMPT: run.attempt,
+            attr.HTTP_RESEND_COUNT: run.attempt - 1,
+            attr.RETRY_ELAPSED_WAIT_S: run.total_wait_s,
+        }
+        if run.attempt > 1:
+            attributes[attr.RETRY_INITIATOR] = "orchestrator"
+        return self.tracer.start_span(
+            f"attempt {run.attempt} {run.call.name}",
+            context=trace.set_span_in_context(run.span),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+
+    def succeeded(self, run: _Run, attempt_span: Span, data: Any) -> ToolResult:
+        """Check and package a returned value; closes the attempt span."""
+        check = run.tool._check_result
+        if check is not None:
+            try:
+                check(data)
+            except Exception:
+                attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, "invalid_response")
+                attempt_span.set_attribute(attr.RETRY_DELAY_S, 0.0)
+                attempt_span.set_status(StatusCode.ERROR, "result failed the result schema")
+                attempt_span.end()
+                self._emit_attempt(run, "invalid_response", 0.0)
+                detail = _explain_schema_errors(run.tool.result_schema or {}, data)
+                return self.finish(
+                    run, status="invalid_response", error_code="invalid_response", message=detail
+                )
+        attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, "ok")
+        attempt_span.set_attribute(attr.RETRY_DELAY_S, 0.0)
+        attempt_span.set_status(StatusCode.OK)
+        attempt_span.end()
+        self._emit_attempt(run, "ok", 0.0)
+        return self.finish(run, status="succeeded", data=data)
+
+    def settle(
+        self, run: _Run, attempt_span: Span, error: ToolError, read_back: Any
+    ) -> ToolResult | Decision:
+        """After a failed attempt: a final result, or a decision to retry.
+
+        ``read_back`` is the tool's read-back answer after an ambiguous write
+        failure (``_SKIPPED`` when none was made, ``_UNKNOWN`` when it failed).
+        """
+        if read_back is not _SKIPPED:
+            outcome = (
+                "failed" if read_back is _UNKNOWN else ("absent" if read_back is None else "found")
+            )
+            attempt_span.set_attribute(attr.READ_BACK, outcome)
+            run.span.set_attribute(attr.READ_BACK, outcome)
+            if outcome == "found":
+                self._record_failure(run, attempt_span, error, 0.0)
+                return self.finish(run, status="succeeded", data=read_back, reconciled=True)
+            # The effect is absent: running the write once more is safe.
+            run.safe_to_repeat = outcome == "absent"
+        decision = run.policy.decide(
+            error,
+            attempt=run.attempt,
+            total_wait_s=run.total_wait_s,
+            safe_to_repeat=run.safe_to_repeat,
+            rng=self.rng,
+            elapsed_s=self.clock() - run.started_at,
+        )
+        self._record_failure(run, attempt_span, error, decision.delay_s)
+        if run.tool.is_write and not (run.tool.idempotent and run.call.idempotency_key):
+            run.safe_to_repeat = False  # a read-back's "absent" covers one repeat only
+        if not decision.retry:
+            return self._stopped(run, error, decision)
+        return decision
+
+    def _record_failure(
+        self, run: _Run, attempt_span: Span, error: ToolError, delay_s: float
+    ) -> None:
+        message = self.redactor.text(error.message)
+        attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, error.code)
+        attempt_span.set_attribute(attr.ERROR_TYPE, error.code)
+        if error.status_code is not None:
+            attempt_span.set_attribute(attr.HTTP_STATUS_CODE, error.status_code)
+        attempt_span.set_attribute(attr.RETRY_DELAY_S, delay_s)
+        attempt_span.set_status(StatusCode.ERROR, message)
+        attempt_span.end()
+        self._emit_attempt(run, error.code, delay_s)
+
+    def needs_read_back(self, run: _Run, error: ToolError) -> bool:
+        """An ambiguous write failure the tool can settle by reading back."""
+        return (
+            not run.safe_to_repeat
+            and run.tool.read_back is not None
+            and error.code in AMBIGUOUS_CODES
+            and error.code in run.policy.retryable_codes
+        )
+
+    def read_back_failed(self, run: _Run, exc: Exception) -> Any:
+        _log.warning(
+            "read-back of %s failed (%s); its outcome stays unknown",
+            run.call.name,
+            type(exc).__name__,
+        )
+        return _UNKNOWN
+
+    def waited(self, run: _Run, delay_s: float) -> None:
+        run.total_wait_s = round(run.total_wait_s + delay_s, 2)
+
+    def _stopped(self, run: _Run, error: ToolError, decision: Decision) -> ToolResult:
+        assert decision.status is not None
+        code = error.code
+        if decision.status == "unsafe_retry" and code in AMBIGUOUS_CODES:
+            # The write may or may not have happened: say so, never guess.
+            code = "unknown_outcome"
+        return self.finish(
+            run,
+            status=decision.status,
+            error_code=code,
+            message=self._stop_message(decision.status, error),
+            retry_after_s=decision.retry_after_s,
+            http_status=error.status_code,
+        )
+
+    def _stop_message(self, status: str, error: ToolError) -> str:
+        detail = self.redactor.text(error.message)
+        reasons = {
+            "permanent_error": "failed with a permanent error",
+            "unsafe_retry": "failed and repeating it is not safe (a write without an "
+            "idempotency key); its effect is unknown",
+            "attempt_limit": "failed on every allowed attempt",
+            "wait_budget": "the next retry would exceed the wait budget",
+            "deadline_exceeded": "the next retry would pass the call's deadline",
+        }
+        return f"{reasons.get(status, status)}: {detail}"
+
+    def crashed(self, run: _Run, attempt_span: Span, exc: BaseException) -> None:
+        """A programming error: record it on both spans, then let it propagate."""
+        kind = type(exc).__qualname__
+        message = self.redactor.text(str(exc))
+        for span in (attempt_span, run.span):
+            span.add_event(
+                "exception",
+                {"exception.type": kind, "exception.message": message},
+            )
+            span.set_attribute(attr.ERROR_TYPE, kind)
+            span.set_status(StatusCode.ERROR, f"{kind}: {message}")
+        attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, kind)
+        attempt_span.end()
+        run.span.set_attribute(attr.ATTEMPTS, run.attempt)
+        run.span.set_attribute(attr.TOTAL_WAIT_S, run.total_wait_s)
+        run.span.end()
+
+    # -- after the last attempt ---------------------------------------------------
+
+    def finish(
+        self,
+        run: _Run,
+        *,
+        status: Status,
+        data: Any = None,
+        error_code: str | None = None,
+        message: str = "",
+        retry_after_s: float | None = None,
+        http_status: int | None = None,
+        reconciled: bool = False,
+        replayed: bool = False,
+    ) -> ToolResult:
+        ok = status == "succeeded"
+        truncated = False
+        result_hash = None
+        if ok:
+            encoded = canonical_json(data)
+            result_hash = sha256_hex(encoded)
+            if len(encoded) > self.max_result_bytes:
+                data, truncated = _truncate(encoded, self.max_result_bytes), True
+                message = f"result truncated from {len(encoded)} to {self.max_result_bytes} bytes"
+        result = ToolResult(
+            ok=ok,
+            status=status,
+            tool=run.call.name,
+            call_id=run.call.call_id,
+            error_code=error_code,
+            retryable=status in _RETRYABLE_STOPS,
+            data=data if ok else None,
+            message=message or ("ok" if ok else status),
+            attempts=run.attempt,
+            total_wait_s=run.total_wait_s,
+            retry_after_s=retry_after_s,
+            truncated=truncated,
+            replayed=replayed,
+            reconciled=reconciled,
+        )
+        self._close_call_span(run.span, result, result_hash, http_status)
+        return result
+
+    def _close_call_span(
+        self,
+        span: Span,
+        result: ToolResult,
+        result_hash: str | None,
+        http_status: int | None = None,
+    ) -> None:
+        final: dict[str, Any] = {
+            attr.STATUS: result.status,
+            attr.RETRYABLE: result.retryable,
+            attr.ATTEMPTS: result.attempts,
+            attr.TOTAL_WAIT_S: result.total_wait_s,
+            attr.IDEMPOTENCY_REPLAYED: result.replayed,
+        }
+        if result_hash is not None:
+            final[attr.RESULT_HASH] = result_hash
+        if result.error_code is not None:
+            final[attr.ERROR_CODE] = result.error_code
+            final[attr.ERROR_TYPE] = result.error_code
+        if http_status is not None:
+            final[attr.HTTP_STATUS_CODE] = http_status
+        if result.retry_after_s is not None:
+            final[attr.RETRY_AFTER_S] = result.retry_after_s
+        if result.truncated:
+            final[attr.RESULT_TRUNCATED] = True
+        if result.reconciled:
+            final[attr.RECONCILED] = True
+        span.set_attributes(final)
+        if result.ok:
+            span.set_status(StatusCode.OK)
+        else:
+            span.set_status(StatusCode.ERROR, result.message)
+        span.end()
+        for hook in self.hooks:
+            _safely(hook.on_call, CallEvent(result=result))
+
+    def _emit_attempt(self, run: _Run, outcome: str, delay_s: float) -> None:
+        if not self.hooks:
+            return
+        event = AttemptEvent(
+            tool=run.call.name,
+            call_id=run.call.call_id,
+            attempt=run.attempt,
+            outcome=outcome,
+            delay_s=delay_s,
+            total_wait_s=run.total_wait_s,
+        )
+        for hook in self.hooks:
+            _safely(hook.on_attempt, event)
+
+
+def _safely(fn: Callable[[Any], None], event: Any) -> None:
+    # Telemetry must never break a tool call.
+    try:
+        fn(event)
+    except Exception:
+        _log.exception("toolspan hook %r failed; the tool call is unaffected", fn)
+
+
+def _truncate(encoded: bytes, limit: int) -> str:
+    # Cut on a UTF-8 character boundary so the preview stays valid text.
+    return encoded[:limit].decode("utf-8", errors="ignore")
+
+
+def _explain_schema_errors(schema: Mapping[str, Any], instance: Any) -> str:
+    """Name every failing field, without echoing values (they may be secrets)."""
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(instance), key=lambda err: list(err.path)):
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path)
+        field_name = where.lstrip(".") or "(arguments)"
+        problems.append(_describe(field_name, error))
+    return "invalid arguments: " + "; ".join(problems[:10]) if problems else "invalid arguments"
+
+
+def _describe(field_name: str, error: Any) -> str:
+    rule, expected = error.validator, error.validator_value
+    if rule == "required":
+        missing = [name for name in expected if name not in (error.instance or {})]
+        return "missing required field(s) " + ", ".join(repr(name) for name in missing)
+    if rule == "additionalProperties":
+        return f"{field_name}: unexpected field(s) not allowed by the schema"
+    if rule in ("type", "enum", "const", "format", "pattern"):
+        return f"{field_name}: must match {rule} {expected!r}"
+    return f"{field_name}: fails {rule} {expected!r}"
+
+
+class Executor:
+    """Executes tool calls synchronously behind the retry boundary.
+
+    >>> executor = Executor([get_weather])            # doctest: +SKIP
+    >>> result = executor.execute(ToolCall.from_openai(tool_call, conversation_id="c1"))
+    >>> messages.append(result.to_openai_message())   # doctest: +SKIP
+
+    ``sleep``, ``clock`` and ``rng`` are injectable; tests pass a fake clock
+    (see :mod:`toolspan.tracer.testing`) so nothing sleeps for real.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        policy: RetryPolicy | None = None,
+        tracer_provider: TracerProvider | None = None,
+        redactor: Redactor | None = None,
+        hash_key: bytes | str | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        hooks: Sequence[Hook] = (),
+    ) -> None:
+        self._core = _Core(
+            tools,
+            policy=policy,
+            tracer_provider=tracer_provider,
+            redactor=redactor,
+            hash_key=hash_key,
+            max_result_bytes=max_result_bytes,
+            clock=clock,
+            rng=rng,
+            hooks=hooks,
+        )
+        self._sleep = sleep
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """The declared tools by name."""
+        return self._core.tools
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        """Run ``call`` to a final, structured result."""
+        core = self._core
+        run = core.begin(call)
+        if isinstance(run, ToolResult):
+            return run
+        while True:
+            attempt_span = core.start_attempt(run)
+            try:
+                with trace.use_span(attempt_span, end_on_exit=False):
+                    data = run.tool.fn(**run.arguments)
+            except Exception as exc:
+                error = to_tool_error(exc)
+                if error is None:
+                    core.crashed(run, attempt_span, exc)
+                    raise
+                result = self._after_failure(run, attempt_span, error)
+                if result is not None:
+                    return result
+                continue
+            return core.succeeded(run, attempt_span, data)
+
+    def _after_failure(self, run: _Run, attempt_span: Span, error: ToolError) -> ToolResult | None:
+        core = self._core
+        answer: Any = _SKIPPED
+        if core.needs_read_back(run, error):
+            assert run.tool.read_back is not None
+            try:
+                answer = run.tool.read_back(**run.arguments)
+            except Exception as exc:
+                answer = core.read_back_failed(run, exc)
+        outcome = core.settle(run, attempt_span, error, answer)
+        if isinstance(outcome, ToolResult):
+            return outcome
+        self._sleep(outcome.delay_s)
+        core.waited(run, outcome.delay_s)
+        return None
+
+    def __call__(self, call: ToolCall) -> ToolResult:
+        return self.execute(call)
+
+
+class AsyncExecutor:
+    """The :class:`Executor` for asyncio: awaits async tools, sleeps without blocking.
+
+    Sync tool functions are called directly (keep them non-blocking, or wrap
+    them with :func:`asyncio.to_thread` yourself).
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        policy: RetryPolicy | None = None,
+        tracer_provider: TracerProvider | None = None,
+        redactor: Redactor | None = None,
+        hash_key: bytes | str | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        hooks: Sequence[Hook] = (),
+    ) -> None:
+        self._core = _Core(
+            tools,
+            policy=policy,
+            tracer_provider=tracer_provider,
+            redactor=redactor,
+            hash_key=hash_key,
+            max_result_bytes=max_result_bytes,
+            clock=clock,
+            rng=rng,
+            hooks=hooks,
+        )
+        self._sleep = sleep
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """The declared tools by name."""
+        return self._core.tools
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run ``call`` to a final, structured result."""
+        core = self._core
+        run = core.begin(call)
+        if isinstance(run, ToolResult):
+            return run
+        while True:
+            attempt_span = core.start_attempt(run)
+            try:
+                with trace.use_span(attempt_span, end_on_exit=False):
+                    data = await _maybe_await(run.tool.fn(**run.arguments))
+            except Exception as exc:
+                error = to_tool_error(exc)
+                if error is None:
+                    core.crashed(run, attempt_span, exc)
+                    raise
+                result = await self._after_failure(run, attempt_span, error)
+                if result is not None:
+                    return result
+                continue
+            return core.succeeded(run, attempt_span, data)
+
+    async def _after_failure(
+        self, run: _Run, attempt_span: Span, error: ToolError
+    ) -> ToolResult | None:
+        core = self._core
+        answer: Any = _SKIPPED
+        if core.needs_read_back(run, error):
+            assert run.tool.read_back is not None
+            try:
+                answer = await _maybe_await(run.tool.read_back(**run.arguments))
+            except Exception as exc:
+                answer = core.read_back_failed(run, exc)
+        outcome = core.settle(run, attempt_span, error, answer)
+        if isinstance(outcome, ToolResult):
+            return outcome
+        await self._sleep(outcome.delay_s)
+        core.waited(run, outcome.delay_s)
+        return None
+
+    async def __call__(self, call: ToolCall) -> ToolResult:
+        return await self.execute(call)
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value

@@ -1,0 +1,204 @@
+"""The one helper that sets up the OpenTelemetry SDK for toolspan.
+
+Library code depends on ``opentelemetry-api`` only; this module imports the
+SDK and exporters lazily (extra ``toolspan[otel]``). Spans leave the process
+on a background thread (``BatchSpanProcessor``), so a collector that is down
+or slow never blocks or breaks a tool call: the exporter logs and drops.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+__all__ = ["Telemetry", "setup_telemetry"]
+
+Protocol = Literal["grpc", "http/protobuf"]
+
+
+@dataclass
+class Telemetry:
+    """What :func:`setup_telemetry` built; call :meth:`shutdown` at exit."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider | None = None
+    exporters: list[str] = field(default_factory=list)
+
+    def force_flush(self, timeout_millis: int = 5_000) -> bool:
+        """Export everything pending; False when an exporter did not finish in time."""
+        flushed = self.tracer_provider.force_flush(timeout_millis)
+        if self.meter_provider is not None:
+            flushed = self.meter_provider.force_flush(timeout_millis) and flushed
+        return flushed
+
+    def shutdown(self) -> None:
+        """Flush and close every exporter."""
+        self.tracer_provider.shutdown()
+        if self.meter_provider is not None:
+            self.meter_provider.shutdown()
+
+
+def setup_telemetry(
+    service_name: str = "toolspan-agent",
+    *,
+    json_path: str | os.PathLike[str] | None = None,
+    otlp: bool | None = None,
+    protocol: Protocol | None = None,
+    endpoint: str | None = None,
+    resource_attributes: Mapping[str, Any] | None = None,
+    metrics: bool = False,
+    set_global: bool = True,
+    export_timeout_s: float = 5.0,
+) -> Telemetry:
+    """Create a ``TracerProvider`` exporting toolspan's spans.
+
+    * ``json_path``: append OTLP/JSON lines (the Collector file exporter's
+      format, via the official ``opentelemetry-exporter-otlp-json-file``).
+    * ``otlp``: export over OTLP. ``None`` (default) means "when
+      ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or its traces variant) is set". The
+      standard ``OTEL_EXPORTER_OTLP_*`` variables are honoured; ``protocol``
+      and ``endpoint`` override them.
+    * ``metrics``: also build a ``MeterProvider`` exporting the same way
+      (see :class:`toolspan.tracer.MetricsHook`).
+    """
+    try:
+        from opentelemetry import metrics as metrics_api
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ConfigurationError(
+            "setup_telemetry needs the OpenTelemetry SDK: pip install 'toolspan[otel]'"
+        ) from exc
+
+    resource = Resource.create({"service.name": service_name, **(resource_attributes or {})})
+    provider = TracerProvider(resource=resource)
+    telemetry = Telemetry(tracer_provider=provider)
+    timeout_ms = int(export_timeout_s * 1000)
+    for label, exporter in _span_exporters(json_path, otlp, protocol, endpoint, export_timeout_s):
+        provider.add_span_processor(BatchSpanProcessor(exporter, export_timeout_millis=timeout_ms))
+        telemetry.exporters.append(label)
+    if metrics:
+        telemetry.meter_provider = _meter_provider(
+            resource, json_path, otlp, protocol, endpoint, export_timeout_s
+        )
+    if set_global:
+        trace.set_tracer_provider(provider)
+        if telemetry.meter_provider is not None:
+            metrics_api.set_meter_provider(telemetry.meter_provider)
+    return telemetry
+
+
+def _otlp_wanted(otlp: bool | None, endpoint: str | None, signal: str) -> bool:
+    if otlp is not None:
+        return otlp
+    return bool(
+        endpoint
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+    )
+
+
+def _resolve_protocol(protocol: Protocol | None, signal: str) -> Protocol:
+    chosen = (
+        protocol
+        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"  # the specification's default
+    )
+    if chosen not in ("grpc", "http/protobuf"):
+        raise ConfigurationError(f"unsupported OTLP protocol {chosen!r}")
+    return chosen  # type: ignore[return-value]
+
+
+def _span_exporters(
+    json_path: str | os.PathLike[str] | None,
+    otlp: bool | None,
+    protocol: Protocol | None,
+    endpoint: str | None,
+    timeout_s: float,
+) -> list[tuple[str, SpanExporter]]:
+    exporters: list[tuple[str, SpanExporter]] = []
+    if json_path is not None:
+        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+
+        path = Path(json_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        exporters.append((f"otlp-json-file:{path}", FileSpanExporter(path=path)))
+    if _otlp_wanted(otlp, endpoint, "TRACES"):
+        chosen = _resolve_protocol(protocol, "TRACES")
+        if chosen == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcSpanExporter,
+            )
+
+            exporters.append(("otlp-grpc", GrpcSpanExporter(endpoint=endpoint, timeout=timeout_s)))
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter as HttpSpanExporter,
+            )
+
+            http_endpoint = _http_signal_endpoint(endpoint, "traces")
+            exporters.append(
+                ("otlp-http", HttpSpanExporter(endpoint=http_endpoint, timeout=timeout_s))
+            )
+    return exporters
+
+
+def _http_signal_endpoint(endpoint: str | None, signal: str) -> str | None:
+    # An explicit base endpoint gets the signal path, as the env variable does.
+    if endpoint is None:
+        return None
+    return endpoint.rstrip("/") + f"/v1/{signal}"
+
+
+def _meter_provider(
+    resource: Any,
+    json_path: str | os.PathLike[str] | None,
+    otlp: bool | None,
+    protocol: Protocol | None,
+    endpoint: str | None,
+    timeout_s: float,
+) -> MeterProvider:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        MetricExporter,
+        PeriodicExportingMetricReader,
+    )
+
+    exporters: list[MetricExporter] = []
+    if json_path is not None:
+        from opentelemetry.exporter.otlp.json.file import FileMetricExporter
+
+        metrics_path = Path(json_path).with_suffix(".metrics.jsonl")
+        exporters.append(FileMetricExporter(path=metrics_path))
+    if _otlp_wanted(otlp, endpoint, "METRICS"):
+        if _resolve_protocol(protocol, "METRICS") == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+                OTLPMetricExporter as GrpcMetricExporter,
+            )
+
+            exporters.append(GrpcMetricExporter(endpoint=endpoint, timeout=timeout_s))
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter as HttpMetricExporter,
+            )
+
+            exporters.append(
+                HttpMetricExporter(
+                    endpoint=_http_signal_endpoint(endpoint, "metrics"), timeout=timeout_s
+                )
+            )
+    readers = [PeriodicExportingMetricReader(exporter) for exporter in exporters]
+    return MeterProvider(resource=resource, metric_readers=readers)

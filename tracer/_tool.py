@@ -1,0 +1,197 @@
+"""Tool declarations and the tool calls a model makes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import fastjsonschema
+import jsonschema
+
+from ._errors import ConfigurationError
+
+__all__ = ["SideEffect", "Tool", "ToolCall", "tool"]
+
+SideEffect = Literal["none", "write"]
+
+# The JSON Schema validator: fastjsonschema compiles a schema to Python code,
+# which keeps validation to a few microseconds on the success path; the
+# reference ``jsonschema`` library explains failures field by field.
+_Validator = Callable[[Any], Any]
+
+
+def _compile(schema: Mapping[str, Any] | None, what: str, name: str) -> _Validator | None:
+    if schema is None:
+        return None
+    try:
+        as_dict = dict(schema)
+        jsonschema.validators.validator_for(as_dict).check_schema(as_dict)
+        validate: _Validator = fastjsonschema.compile(as_dict)
+        return validate
+    except (jsonschema.SchemaError, fastjsonschema.JsonSchemaDefinitionException) as exc:
+        raise ConfigurationError(f"tool {name!r}: invalid {what} schema: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool declared once: its function, side effect and schemas.
+
+    ``side_effect="none"`` marks a read-only tool (always safe to repeat);
+    ``"write"`` one that changes state, which is repeated only when
+    ``idempotent`` says an idempotency key protects it. ``parameters`` is
+    the JSON Schema the model is given; ``result_schema`` optionally checks
+    what the tool returns. ``retryable_codes`` overrides the executor's
+    policy for this tool. ``read_back(**arguments)`` (writes only) answers
+    "did the effect happen?" after an ambiguous failure: it returns the
+    effect's data, or ``None`` when there is none. ``resource_key`` names the
+    resource a write touches (e.g. the order id), so parallel writes on one
+    resource run one after another.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    side_effect: SideEffect = "none"
+    idempotent: bool = False
+    parameters: Mapping[str, Any] | None = None
+    result_schema: Mapping[str, Any] | None = None
+    schema_version: str | None = None
+    retryable_codes: frozenset[str] | None = None
+    read_back: Callable[..., Any] | None = None
+    resource_key: Callable[[Mapping[str, Any]], str] | None = None
+    description: str = ""
+    _check_args: _Validator | None = field(init=False, repr=False, compare=False)
+    _check_result: _Validator | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ConfigurationError("a tool needs a name")
+        if self.side_effect not in ("none", "write"):
+            raise ConfigurationError(
+                f"tool {self.name!r}: side_effect must be 'none' or 'write', "
+                f"not {self.side_effect!r}"
+            )
+        if self.idempotent and self.side_effect != "write":
+            raise ConfigurationError(f"tool {self.name!r}: only writes take idempotency keys")
+        if self.read_back is not None and self.side_effect != "write":
+            raise ConfigurationError(f"tool {self.name!r}: read_back is for writes")
+        object.__setattr__(self, "_check_args", _compile(self.parameters, "parameters", self.name))
+        object.__setattr__(self, "_check_result", _compile(self.result_schema, "result", self.name))
+
+    @property
+    def is_write(self) -> bool:
+        """True for tools that change state."""
+        return self.side_effect == "write"
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The tool as an OpenAI ``tools`` entry (same schema the executor checks)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters or {"type": "object"}),
+            },
+        }
+
+    def anthropic_schema(self) -> dict[str, Any]:
+        """The tool as an Anthropic ``tools`` entry."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": dict(self.parameters or {"type": "object"}),
+        }
+
+
+def tool(
+    *,
+    name: str | None = None,
+    side_effect: SideEffect = "none",
+    idempotent: bool = False,
+    parameters: Mapping[str, Any] | None = None,
+    result_schema: Mapping[str, Any] | None = None,
+    schema_version: str | None = None,
+    retryable_codes: frozenset[str] | None = None,
+    read_back: Callable[..., Any] | None = None,
+    resource_key: Callable[[Mapping[str, Any]], str] | None = None,
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Declare a function as a :class:`Tool` (decorator form)."""
+
+    def declare(fn: Callable[..., Any]) -> Tool:
+        return Tool(
+            name=name or fn.__name__,
+            fn=fn,
+            side_effect=side_effect,
+            idempotent=idempotent,
+            parameters=parameters,
+            result_schema=result_schema,
+            schema_version=schema_version,
+            retryable_codes=retryable_codes,
+            read_back=read_back,
+            resource_key=resource_key,
+            description=(fn.__doc__ or "").strip(),
+        )
+
+    return declare
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model made, with the ids that place it.
+
+    ``arguments`` may be a mapping or the JSON string the model produced.
+    ``idempotency_key`` identifies the logical action for writes (see
+    :func:`toolspan.tracer.store.derive_key`); it must stay the same on
+    every retry and re-plan, unlike ``call_id``, which the model changes.
+    """
+
+    name: str
+    call_id: str
+    arguments: Mapping[str, Any] | str
+    conversation_id: str
+    request_id: str = ""
+    turn_id: str = ""
+    idempotency_key: str | None = None
+
+    @classmethod
+    def from_openai(
+        cls,
+        tool_call: Mapping[str, Any],
+        *,
+        conversation_id: str,
+        request_id: str = "",
+        turn_id: str = "",
+        idempotency_key: str | None = None,
+    ) -> ToolCall:
+        """From an OpenAI Chat Completions ``tool_calls`` entry."""
+        function = tool_call.get("function") or {}
+        return cls(
+            name=str(function.get("name", "")),
+            call_id=str(tool_call.get("id", "")),
+            arguments=function.get("arguments") or "{}",
+            conversation_id=conversation_id,
+            request_id=request_id,
+            turn_id=turn_id,
+            idempotency_key=idempotency_key,
+        )
+
+    @classmethod
+    def from_anthropic(
+        cls,
+        block: Mapping[str, Any],
+        *,
+        conversation_id: str,
+        request_id: str = "",
+        turn_id: str = "",
+        idempotency_key: str | None = None,
+    ) -> ToolCall:
+        """From an Anthropic Messages ``tool_use`` content block."""
+        return cls(
+            name=str(block.get("name", "")),
+            call_id=str(block.get("id", "")),
+            arguments=block.get("input") or {},
+            conversation_id=conversation_id,
+            request_id=request_id,
+            turn_id=turn_id,
+            idempotency_key=idempotency_key,
+        )

@@ -1,0 +1,36 @@
+"""Deterministic time for tests and demos: nothing sleeps for real.
+
+>>> clock = FakeClock()
+>>> executor = Executor(tools, sleep=clock.sleep, clock=clock, rng=random.Random(7))
+"""
+
+from __future__ import annotations
+
+__all__ = ["FakeClock"]
+
+
+class FakeClock:
+    """A monotonic clock that only moves when something sleeps on it.
+
+    Use the instance as ``clock`` and its :meth:`sleep` (or
+    :meth:`async_sleep`) as the executor's sleeper. ``slept`` lists every
+    requested delay, so tests can assert on the exact schedule.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    async def async_sleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward, as if a tool took ``seconds`` to answer."""
+        self.now += seconds
