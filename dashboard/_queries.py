@@ -1,0 +1,106 @@
+"""Named SQL queries of the dashboard pages, run on cursors of the locked connection.
+
+Every page query lives in ``sql/<name>.sql``, reads the analyzer's views through
+the filter macros of ``sql/macros.sql``, aggregates or pages in DuckDB, and
+returns a small pandas frame. No Streamlit here, so it is testable alone.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from ._errors import DashboardError
+
+__all__ = ["Filters", "bucket_for", "load_sql", "run_query"]
+
+_SQL_DIR = Path(__file__).with_name("sql")
+
+# Time-bucket widths for the over-time chart, smallest first.
+_BUCKETS = tuple(
+    timedelta(seconds=s)
+    for s in (1, 5, 15, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400)
+)
+_MAX_BUCKETS = 120
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The sidebar filters every page applies (``None`` / empty means all)."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+    conversation: str | None = None
+    tools: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        """The named parameters the filter macros take."""
+        return {
+            "t0": self.start,
+            "t1": self.end,
+            "conv": self.conversation or None,
+            "tools": list(self.tools),
+            "statuses": list(self.statuses),
+        }
+
+
+def bucket_for(start: datetime, end: datetime) -> timedelta:
+    """The smallest bucket width that draws ``start..end`` in at most 120 bars."""
+    span = max(end - start, timedelta(seconds=1))
+    return next((b for b in _BUCKETS if span / b <= _MAX_BUCKETS), _BUCKETS[-1])
+
+
+@functools.cache
+def load_sql(name: str) -> str:
+    """The text of ``sql/<name>.sql``."""
+    return (_SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _macro_statements() -> tuple[str, ...]:
+    return tuple(s.query for s in duckdb.extract_statements(load_sql("macros")))
+
+
+def run_query(
+    connection: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]
+) -> pd.DataFrame:
+    """Run ``sql/<name>.sql`` with ``params`` on a fresh cursor and return the rows."""
+    cursor = connection.cursor()
+    try:
+        for statement in _macro_statements():
+            cursor.execute(statement)
+        sql = load_sql(name)
+        # DuckDB rejects named parameters the statement does not use.
+        used = {key: value for key, value in params.items() if f"${key}" in sql}
+        return cursor.execute(sql, _typed(used)).df()
+    except duckdb.CatalogException as exc:
+        raise DashboardError(
+            "This database has no toolspan views (spans, tool_calls, attempts, findings): "
+            f"ingest traces into it with `toolspan analyze PATH --db FILE`. ({_first_line(exc)})"
+        ) from exc
+    except duckdb.Error as exc:
+        raise DashboardError(f"Query {name} failed: {_first_line(exc)}") from exc
+    finally:
+        cursor.close()
+
+
+def _typed(params: Mapping[str, Any]) -> dict[str, Any]:
+    # An empty Python list binds as INTEGER[]; list filters are lists of names.
+    return {
+        key: duckdb.Value(value, duckdb.list_type(duckdb.sqltype("VARCHAR")))
+        if isinstance(value, list)
+        else value
+        for key, value in params.items()
+    }
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0]

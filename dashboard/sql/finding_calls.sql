@@ -1,0 +1,16 @@
+-- Findings: the calls one finding is made of.
+SELECT
+    trace_id,
+    span_id,
+    call_id,
+    tool,
+    status,
+    attempts,
+    idempotency_key,
+    replayed,
+    args_fingerprint,
+    start_time,
+    duration_ms
+FROM tool_calls
+WHERE list_contains($span_ids, span_id) AND list_contains($trace_ids, trace_id)
+ORDER BY start_time, span_id;

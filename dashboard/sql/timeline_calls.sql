@@ -1,0 +1,17 @@
+-- Retry timelines: one page of logical calls, most attempts first.
+SELECT
+    trace_id,
+    span_id,
+    call_id,
+    conversation_id,
+    tool,
+    status,
+    error_code,
+    attempts,
+    total_wait_s,
+    retry_after_s,
+    start_time
+FROM filtered_calls($t0, $t1, $conv, $tools, $statuses)
+WHERE NOT $problem_only OR attempts > 1 OR status <> 'succeeded'
+ORDER BY attempts DESC, start_time, span_id
+LIMIT $limit OFFSET $offset;
