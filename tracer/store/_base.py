@@ -1,0 +1,219 @@
+"""Shared skeletons: argument checks for every backend, and the rule-applying store.
+
+`CheckedStore` validates arguments once for all backends. `RuleStore` applies the rules
+of `_rules` inside a backend's critical section over a few storage primitives; the
+memory and SQLite backends are such stores, Redis runs the same rules as Lua scripts.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from . import _rules as rules
+from ._protocol import Claim
+
+__all__ = ["CheckedStore", "RuleStore"]
+
+
+def new_token() -> str:
+    return secrets.token_hex(16)
+
+
+class CheckedStore(ABC):
+    """The public `IdempotencyStore` methods: check arguments, then call the backend."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+
+    def claim(self, key: str, fingerprint: str, *, lease_s: float, ttl_s: float) -> Claim:
+        return self._claim(
+            rules.check_name("key", key),
+            rules.check_name("fingerprint", fingerprint),
+            rules.check_seconds("lease_s", lease_s),
+            rules.check_seconds("ttl_s", ttl_s),
+        )
+
+    def complete(self, key: str, token: str, result: bytes, *, ttl_s: float) -> bool:
+        return self._complete(
+            rules.check_name("key", key),
+            rules.check_name("token", token),
+            rules.check_result(result),
+            rules.check_seconds("ttl_s", ttl_s),
+        )
+
+    def release(self, key: str, token: str) -> None:
+        self._release(rules.check_name("key", key), rules.check_name("token", token))
+
+    def extend(self, key: str, token: str, *, lease_s: float) -> bool:
+        return self._extend(
+            rules.check_name("key", key),
+            rules.check_name("token", token),
+            rules.check_seconds("lease_s", lease_s),
+        )
+
+    def incr(self, name: str, *, ttl_s: float, by: int = 1) -> int:
+        return self._incr(
+            rules.check_name("name", name), rules.check_by(by), rules.check_seconds("ttl_s", ttl_s)
+        )
+
+    def record_answer(self, name: str, answer: str, *, ttl_s: float) -> int:
+        return self._record_answer(
+            rules.check_name("name", name),
+            rules.check_text("answer", answer),
+            rules.check_seconds("ttl_s", ttl_s),
+        )
+
+    def answer_count(self, name: str) -> tuple[str, int] | None:
+        return self._answer_count(rules.check_name("name", name))
+
+    def put(self, name: str, value: str, *, ttl_s: float) -> None:
+        self._put(
+            rules.check_name("name", name),
+            rules.check_text("value", value),
+            rules.check_seconds("ttl_s", ttl_s),
+        )
+
+    def get(self, name: str) -> str | None:
+        return self._get(rules.check_name("name", name))
+
+    def delete(self, name: str) -> None:
+        self._delete(rules.check_name("name", name))
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def _claim(self, key: str, fingerprint: str, lease_s: float, ttl_s: float) -> Claim: ...
+
+    @abstractmethod
+    def _complete(self, key: str, token: str, result: bytes, ttl_s: float) -> bool: ...
+
+    @abstractmethod
+    def _release(self, key: str, token: str) -> None: ...
+
+    @abstractmethod
+    def _extend(self, key: str, token: str, lease_s: float) -> bool: ...
+
+    @abstractmethod
+    def _incr(self, name: str, by: int, ttl_s: float) -> int: ...
+
+    @abstractmethod
+    def _record_answer(self, name: str, answer: str, ttl_s: float) -> int: ...
+
+    @abstractmethod
+    def _answer_count(self, name: str) -> tuple[str, int] | None: ...
+
+    @abstractmethod
+    def _put(self, name: str, value: str, ttl_s: float) -> None: ...
+
+    @abstractmethod
+    def _get(self, name: str) -> str | None: ...
+
+    @abstractmethod
+    def _delete(self, name: str) -> None: ...
+
+
+class RuleStore(CheckedStore):
+    """A store that applies `_rules` under a critical section over storage primitives.
+
+    The clock is read inside the critical section, so time spent waiting for another
+    process's transaction never makes a lease look younger than it is.
+    """
+
+    @abstractmethod
+    def _critical(self) -> AbstractContextManager[None]:
+        """Mutual exclusion over all records (a lock, a write transaction)."""
+
+    @abstractmethod
+    def _load_record(self, key: str) -> rules.IdempotencyRecord | None: ...
+
+    @abstractmethod
+    def _save_record(self, key: str, record: rules.IdempotencyRecord) -> None: ...
+
+    @abstractmethod
+    def _drop_record(self, key: str) -> None: ...
+
+    @abstractmethod
+    def _load_guard(self, name: str) -> rules.GuardRecord | None: ...
+
+    @abstractmethod
+    def _save_guard(self, name: str, record: rules.GuardRecord) -> None: ...
+
+    @abstractmethod
+    def _drop_guard(self, name: str) -> None: ...
+
+    def _purge(self, now: float) -> None:
+        """Drop forgotten records (called inside the critical section of a claim)."""
+
+    def _claim(self, key: str, fingerprint: str, lease_s: float, ttl_s: float) -> Claim:
+        with self._critical():
+            now = self._clock()
+            self._purge(now)
+            decided, record = rules.claim(
+                self._load_record(key),
+                fingerprint,
+                now=now,
+                lease_s=lease_s,
+                ttl_s=ttl_s,
+                new_token=new_token(),
+            )
+            if record is not None:
+                self._save_record(key, record)
+            return decided
+
+    def _complete(self, key: str, token: str, result: bytes, ttl_s: float) -> bool:
+        with self._critical():
+            stored = self._load_record(key)
+            record = rules.complete(stored, token, result, now=self._clock(), ttl_s=ttl_s)
+            if record is not None:
+                self._save_record(key, record)
+            return record is not None
+
+    def _release(self, key: str, token: str) -> None:
+        with self._critical():
+            if rules.owned(self._load_record(key), token, self._clock()) is not None:
+                self._drop_record(key)
+
+    def _extend(self, key: str, token: str, lease_s: float) -> bool:
+        with self._critical():
+            stored = self._load_record(key)
+            record = rules.extend(stored, token, now=self._clock(), lease_s=lease_s)
+            if record is not None:
+                self._save_record(key, record)
+            return record is not None
+
+    def _incr(self, name: str, by: int, ttl_s: float) -> int:
+        with self._critical():
+            stored = self._load_guard(name)
+            record = rules.incr(stored, name, by=by, now=self._clock(), ttl_s=ttl_s)
+            self._save_guard(name, record)
+            return record.count
+
+    def _record_answer(self, name: str, answer: str, ttl_s: float) -> int:
+        with self._critical():
+            stored = self._load_guard(name)
+            record = rules.record_answer(stored, name, answer, now=self._clock(), ttl_s=ttl_s)
+            self._save_guard(name, record)
+            return record.count
+
+    def _answer_count(self, name: str) -> tuple[str, int] | None:
+        with self._critical():
+            return rules.answer_count(self._load_guard(name), name, self._clock())
+
+    def _put(self, name: str, value: str, ttl_s: float) -> None:
+        with self._critical():
+            stored = self._load_guard(name)
+            record = rules.put(stored, name, value, now=self._clock(), ttl_s=ttl_s)
+            self._save_guard(name, record)
+
+    def _get(self, name: str) -> str | None:
+        with self._critical():
+            return rules.value(self._load_guard(name), name, self._clock())
+
+    def _delete(self, name: str) -> None:
+        with self._critical():
+            self._drop_guard(name)

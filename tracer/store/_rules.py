@@ -1,0 +1,205 @@
+"""The claim and guard-state rules as pure functions over one record.
+
+MemoryStore and SQLiteStore apply them inside their own critical section (a lock, a
+``BEGIN IMMEDIATE`` transaction). The Redis Lua scripts implement the same rules; the
+shared behaviour suite holds all three backends to them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Final, Literal, TypeVar
+
+from ._protocol import Claim, StoreError
+
+IN_FLIGHT: Final = "in_flight"
+COMPLETED: Final = "completed"
+RecordState = Literal["in_flight", "completed"]
+GuardKind = Literal["counter", "answer", "value"]
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    """What a store keeps under one idempotency key."""
+
+    fingerprint: str
+    state: RecordState
+    token: str | None  # the owner while in flight; None once completed
+    lease_until: float  # in flight: the owner's lease; completed: unused
+    forget_at: float  # from this instant on the record counts as absent
+    result: bytes | None  # set once completed
+
+
+@dataclass(frozen=True)
+class GuardRecord:
+    """What a store keeps under one guard-state name."""
+
+    kind: GuardKind
+    text: str  # the answer or the value; "" for counters
+    count: int  # the counter, or the answer's streak; 0 for values
+    forget_at: float
+
+
+_R = TypeVar("_R", IdempotencyRecord, GuardRecord)
+
+
+def check_name(label: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{label} must be a non-empty string, got {type(value).__name__}")
+    return value
+
+
+def check_seconds(label: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{label} must be a number of seconds, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{label} must be positive and finite, got {value!r}")
+    return float(value)
+
+
+def check_result(value: object) -> bytes:
+    if not isinstance(value, bytes):
+        raise ValueError(f"result must be bytes (JSON), got {type(value).__name__}")
+    return value
+
+
+def live(record: _R | None, now: float) -> _R | None:
+    """The record, or None once it is forgotten."""
+    return record if record is not None and now < record.forget_at else None
+
+
+def _in_flight(
+    fingerprint: str, token: str, now: float, lease_s: float, ttl_s: float
+) -> IdempotencyRecord:
+    lease_until = now + lease_s
+    return IdempotencyRecord(fingerprint, IN_FLIGHT, token, lease_until, lease_until + ttl_s, None)
+
+
+def claim(
+    stored: IdempotencyRecord | None,
+    fingerprint: str,
+    *,
+    now: float,
+    lease_s: float,
+    ttl_s: float,
+    new_token: str,
+) -> tuple[Claim, IdempotencyRecord | None]:
+    """The claim outcome and the record to write (None: leave the stored one as is)."""
+    record = live(stored, now)
+    if record is None:
+        fresh = _in_flight(fingerprint, new_token, now, lease_s, ttl_s)
+        return Claim("acquired", new_token, None, fingerprint), fresh
+    if record.fingerprint != fingerprint:
+        return Claim("conflict", None, None, record.fingerprint), None
+    if record.state == COMPLETED:
+        return Claim("replay", None, record.result, fingerprint), None
+    if now < record.lease_until:
+        return Claim("in_progress", None, None, fingerprint), None
+    fresh = _in_flight(fingerprint, new_token, now, lease_s, ttl_s)
+    return Claim("takeover", new_token, None, fingerprint), fresh
+
+
+def owned(stored: IdempotencyRecord | None, token: str, now: float) -> IdempotencyRecord | None:
+    """The record if ``token`` owns it (in flight, not forgotten), else None."""
+    record = live(stored, now)
+    if record is None or record.state != IN_FLIGHT or record.token != token:
+        return None
+    return record
+
+
+def complete(
+    stored: IdempotencyRecord | None, token: str, result: bytes, *, now: float, ttl_s: float
+) -> IdempotencyRecord | None:
+    """The completed record to write, or None when ``token`` lost ownership."""
+    record = owned(stored, token, now)
+    if record is None:
+        return None
+    return IdempotencyRecord(record.fingerprint, COMPLETED, None, 0.0, now + ttl_s, result)
+
+
+def extend(
+    stored: IdempotencyRecord | None, token: str, *, now: float, lease_s: float
+) -> IdempotencyRecord | None:
+    """The record with a renewed lease, or None when ``token`` lost ownership.
+
+    The record stays remembered for as long after the new lease as after the old one.
+    """
+    record = owned(stored, token, now)
+    if record is None:
+        return None
+    remembered_s = record.forget_at - record.lease_until
+    lease_until = now + lease_s
+    return replace(record, lease_until=lease_until, forget_at=lease_until + remembered_s)
+
+
+def kind_mismatch(name: str, stored: str, wanted: GuardKind) -> StoreError:
+    return StoreError(f"guard state {name!r} holds a {stored}, not a {wanted}")
+
+
+def _of_kind(
+    stored: GuardRecord | None, name: str, wanted: GuardKind, now: float
+) -> GuardRecord | None:
+    record = live(stored, now)
+    if record is not None and record.kind != wanted:
+        raise kind_mismatch(name, record.kind, wanted)
+    return record
+
+
+def incr(
+    stored: GuardRecord | None, name: str, *, by: int, now: float, ttl_s: float
+) -> GuardRecord:
+    record = _of_kind(stored, name, "counter", now)
+    count = (record.count if record else 0) + by
+    return GuardRecord("counter", "", count, now + ttl_s)
+
+
+def record_answer(
+    stored: GuardRecord | None, name: str, answer: str, *, now: float, ttl_s: float
+) -> GuardRecord:
+    record = _of_kind(stored, name, "answer", now)
+    streak = record.count + 1 if record is not None and record.text == answer else 1
+    return GuardRecord("answer", answer, streak, now + ttl_s)
+
+
+def put(
+    stored: GuardRecord | None, name: str, value: str, *, now: float, ttl_s: float
+) -> GuardRecord:
+    _of_kind(stored, name, "value", now)
+    return GuardRecord("value", value, 0, now + ttl_s)
+
+
+def answer_count(stored: GuardRecord | None, name: str, now: float) -> tuple[str, int] | None:
+    record = _of_kind(stored, name, "answer", now)
+    return None if record is None else (record.text, record.count)
+
+
+def value(stored: GuardRecord | None, name: str, now: float) -> str | None:
+    record = _of_kind(stored, name, "value", now)
+    return None if record is None else record.text
+
+
+def check_by(by: object) -> int:
+    if isinstance(by, bool) or not isinstance(by, int):
+        raise ValueError(f"by must be an int, got {type(by).__name__}")
+    return by
+
+
+def check_text(label: str, text: object) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"{label} must be a string, got {type(text).__name__}")
+    return text
+
+
+def guard_kind(stored: object) -> GuardKind:
+    """A kind read back from storage, checked."""
+    if stored == "counter" or stored == "answer" or stored == "value":
+        return stored
+    raise StoreError(f"unknown guard state kind {stored!r} in the store")
+
+
+def record_state(stored: object) -> RecordState:
+    """A record state read back from storage, checked."""
+    if stored == "in_flight" or stored == "completed":
+        return stored
+    raise StoreError(f"unknown idempotency record state {stored!r} in the store")

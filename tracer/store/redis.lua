@@ -1,0 +1,108 @@
+-- Scripts of RedisStore, loaded by name. Each runs atomically on the server and
+-- implements the same rules as _rules.py. The caller passes `now` (its wall clock,
+-- epoch seconds) so every backend decides on the same clock; expiry instants live
+-- inside the records. Redis key TTLs (PEXPIRE) only collect garbage: they are set
+-- `gc_margin_s` past the instant a record is forgotten.
+--
+-- Idempotency record: hash {state, fingerprint, token, lease_until, forget_at, result}.
+-- Guard state: hash {kind, text, count, forget_at}.
+-- Numbers are written with %.17g so epoch seconds keep their sub-millisecond digits.
+
+-- name: claim
+-- KEYS[1] record; ARGV fingerprint, now, lease_s, ttl_s, new_token, gc_margin_s
+local fingerprint, token = ARGV[1], ARGV[5]
+local now, lease_s, ttl_s, margin = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+local stored = redis.call('HMGET', KEYS[1], 'state', 'fingerprint', 'lease_until', 'forget_at')
+local state, stored_fp = stored[1], stored[2]
+if state and now >= tonumber(stored[4]) then
+  state = false
+end
+if state then
+  if stored_fp ~= fingerprint then
+    return {'conflict', false, false, stored_fp}
+  end
+  if state == 'completed' then
+    return {'replay', false, redis.call('HGET', KEYS[1], 'result'), stored_fp}
+  end
+  if now < tonumber(stored[3]) then
+    return {'in_progress', false, false, stored_fp}
+  end
+end
+local outcome = state and 'takeover' or 'acquired'
+local lease_until = now + lease_s
+local forget_at = lease_until + ttl_s
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'in_flight', 'fingerprint', fingerprint, 'token', token,
+  'lease_until', string.format('%.17g', lease_until), 'forget_at', string.format('%.17g', forget_at))
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
+return {outcome, token, false, fingerprint}
+
+-- name: complete
+-- KEYS[1] record; ARGV token, result, now, ttl_s, gc_margin_s
+local now, ttl_s, margin = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local stored = redis.call('HMGET', KEYS[1], 'state', 'token', 'forget_at', 'fingerprint')
+if stored[1] ~= 'in_flight' or stored[2] ~= ARGV[1] or now >= tonumber(stored[3]) then
+  return 0
+end
+local forget_at = now + ttl_s
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'completed', 'fingerprint', stored[4], 'result', ARGV[2],
+  'lease_until', '0', 'forget_at', string.format('%.17g', forget_at))
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((ttl_s + margin) * 1000)))
+return 1
+
+-- name: release
+-- KEYS[1] record; ARGV token, now
+local stored = redis.call('HMGET', KEYS[1], 'state', 'token', 'forget_at')
+if stored[1] == 'in_flight' and stored[2] == ARGV[1] and tonumber(ARGV[2]) < tonumber(stored[3]) then
+  redis.call('DEL', KEYS[1])
+end
+return 0
+
+-- name: extend
+-- KEYS[1] record; ARGV token, now, lease_s, gc_margin_s
+local now, lease_s, margin = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local stored = redis.call('HMGET', KEYS[1], 'state', 'token', 'lease_until', 'forget_at')
+if stored[1] ~= 'in_flight' or stored[2] ~= ARGV[1] or now >= tonumber(stored[4]) then
+  return 0
+end
+-- keep the record remembered for as long after the new lease as after the old one
+local remembered_s = tonumber(stored[4]) - tonumber(stored[3])
+local lease_until = now + lease_s
+local forget_at = lease_until + remembered_s
+redis.call('HSET', KEYS[1], 'lease_until', string.format('%.17g', lease_until),
+  'forget_at', string.format('%.17g', forget_at))
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
+return 1
+
+-- name: guard_write
+-- KEYS[1] guard state; ARGV kind, operation (incr|answer|put), operand, now, ttl_s, gc_margin_s
+-- Returns {'ok', count} or {'kind', stored_kind} when the name holds another kind.
+local kind, operation, operand = ARGV[1], ARGV[2], ARGV[3]
+local now, ttl_s, margin = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local stored = redis.call('HMGET', KEYS[1], 'kind', 'text', 'count', 'forget_at')
+local live = stored[1] and now < tonumber(stored[4])
+if live and stored[1] ~= kind then
+  return {'kind', stored[1]}
+end
+local text, count = '', 0
+if operation == 'incr' then
+  count = (live and tonumber(stored[3]) or 0) + tonumber(operand)
+elseif operation == 'answer' then
+  text = operand
+  count = (live and stored[2] == operand) and tonumber(stored[3]) + 1 or 1
+else
+  text = operand
+end
+redis.call('HSET', KEYS[1], 'kind', kind, 'text', text, 'count', string.format('%d', count),
+  'forget_at', string.format('%.17g', now + ttl_s))
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((ttl_s + margin) * 1000)))
+return {'ok', count}
+
+-- name: guard_read
+-- KEYS[1] guard state; ARGV now. Returns {kind, text, count} or nil when absent.
+local stored = redis.call('HMGET', KEYS[1], 'kind', 'text', 'count', 'forget_at')
+if not stored[1] or tonumber(ARGV[1]) >= tonumber(stored[4]) then
+  return false
+end
+return {stored[1], stored[2], tonumber(stored[3])}
