@@ -1,0 +1,100 @@
+"""Altair charts of the pages. Inputs are small, already aggregated frames."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+__all__ = ["calls_over_time", "status_by_tool", "timeline", "waterfall"]
+
+# One colour per final status / attempt outcome, stable across charts:
+# success green, give-ups and refusals warm, everything else from the scheme.
+_STATUS_COLOURS = {
+    "succeeded": "#2e7d32",
+    "ok": "#2e7d32",
+    "attempt_limit": "#ef6c00",
+    "wait_budget": "#f9a825",
+    "deadline_exceeded": "#8d6e63",
+    "permanent_error": "#c62828",
+    "unsafe_retry": "#6a1b9a",
+}
+_CATEGORY_COLOURS = {
+    "agent": "#546e7a",
+    "model": "#1565c0",
+    "tool": "#2e7d32",
+    "attempt": "#81c784",
+    "other": "#bdbdbd",
+}
+
+
+def _status_scale(values: pd.Series) -> alt.Scale:
+    domain = sorted(set(values.astype(str)))
+    fallback = ["#00838f", "#ad1457", "#4527a0", "#9e9d24", "#37474f", "#d84315"]
+    colours = [_STATUS_COLOURS.get(v, fallback[i % len(fallback)]) for i, v in enumerate(domain)]
+    return alt.Scale(domain=domain, range=colours)
+
+
+def status_by_tool(frame: pd.DataFrame) -> alt.Chart:
+    """Stacked bars: calls per tool, split by final status."""
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("calls:Q", title="calls"),
+            y=alt.Y("tool:N", title=None, sort="-x"),
+            color=alt.Color("status:N", scale=_status_scale(frame["status"]), title="final status"),
+            tooltip=["tool", "status", "calls", "retries", "scheduled_wait_s"],
+        )
+    )
+
+
+def calls_over_time(frame: pd.DataFrame) -> alt.Chart:
+    """Stacked bars: calls per time bucket, split by final status."""
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("bucket:T", title="call start (UTC)"),
+            y=alt.Y("calls:Q", title="calls", stack=True),
+            color=alt.Color("status:N", scale=_status_scale(frame["status"]), title="final status"),
+            tooltip=["bucket:T", "status", "calls"],
+        )
+    )
+
+
+def timeline(attempts: pd.DataFrame, order: list[str]) -> alt.LayerChart:
+    """One row per call, one bar per attempt: its own time, then its scheduled delay."""
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=420))
+    colour = alt.Color("outcome:N", scale=_status_scale(attempts["outcome"]), title="attempt")
+    tooltip = ["label", "attempt", "outcome", "duration_ms", "delay_s"]
+    base = alt.Chart(attempts).encode(y=y, color=colour, tooltip=tooltip)
+    ran = base.mark_bar(height=14).encode(
+        x=alt.X("start_ms:Q", title="ms since the call started"), x2="end_ms:Q"
+    )
+    waited = base.mark_bar(height=14, opacity=0.35).encode(x="end_ms:Q", x2="wait_end_ms:Q")
+    height = max(120, 26 * len(order))
+    return alt.layer(ran, waited).properties(height=height)
+
+
+def waterfall(spans: pd.DataFrame) -> alt.Chart:
+    """The span waterfall: one row per span, indented by depth, in tree order."""
+    order = spans["row"].tolist()
+    domain = list(_CATEGORY_COLOURS)
+    return (
+        alt.Chart(spans)
+        .mark_bar(height=12)
+        .encode(
+            y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=420)),
+            x=alt.X("start_ms:Q", title="ms since the first span"),
+            x2="end_ms:Q",
+            color=alt.Color(
+                "category:N",
+                scale=alt.Scale(domain=domain, range=[_CATEGORY_COLOURS[c] for c in domain]),
+            ),
+            stroke=alt.condition(
+                alt.datum.status_code == "ERROR", alt.value("#c62828"), alt.value(None)
+            ),
+            tooltip=["name", "category", "status_code", "duration_ms", "span_id"],
+        )
+        .properties(height=max(120, 20 * len(order)))
+    )

@@ -1,0 +1,73 @@
+"""Retry timelines: per logical call, one bar per attempt, labelled with the final status."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from toolspan.dashboard import _charts, _ui
+from toolspan.dashboard._pages._paging import page_offset
+
+PAGE_SIZE = 25
+
+
+def _label(call: pd.Series) -> str:
+    # The final status on the label is what tells an early stop (one short
+    # bar, wait_budget / permanent_error) from a call that simply succeeded.
+    label = f"{call['tool']} · {call['call_id'] or call['span_id']} → {call['status']}"
+    if pd.notna(call["error_code"]) and call["error_code"] != call["status"]:
+        label += f" ({call['error_code']})"
+    if pd.notna(call["retry_after_s"]):
+        label += f", server asked {float(call['retry_after_s']):g} s"
+    return label
+
+
+def render() -> None:
+    st.title("Retry timelines")
+    _ui.require_calls()
+    problem_only = st.toggle("Only calls that retried or did not succeed", value=True)
+    total = int(_ui.filtered("timeline_count", problem_only=problem_only).iloc[0]["calls"])
+    if total == 0:
+        _ui.stop_with("No call matches the filters.", info=True)
+    offset = page_offset(total, PAGE_SIZE, key="timeline_page")
+    calls = _ui.filtered(
+        "timeline_calls", problem_only=problem_only, limit=PAGE_SIZE, offset=offset
+    )
+    st.caption(
+        f"calls {offset + 1:,}-{offset + len(calls):,} of {total:,}, most attempts first. "
+        "A bar is an attempt's own time; its paler tail the delay scheduled after it."
+    )
+    calls["label"] = calls.apply(_label, axis=1)
+    attempts = _ui.query(
+        "timeline_attempts",
+        span_ids=calls["span_id"].tolist(),
+        trace_ids=calls["trace_id"].unique().tolist(),
+    )
+    labelled = attempts.merge(
+        calls[["span_id", "label"]], left_on="call_span_id", right_on="span_id"
+    )
+    if labelled.empty:
+        st.info("None of these calls executed an attempt (replayed, refused or invalid calls).")
+    else:
+        order = [label for label in calls["label"] if label in set(labelled["label"])]
+        st.altair_chart(_charts.timeline(labelled, order), width="stretch")
+    st.dataframe(
+        calls.drop(columns=["label"]),
+        hide_index=True,
+        column_order=[
+            "tool",
+            "call_id",
+            "status",
+            "error_code",
+            "attempts",
+            "total_wait_s",
+            "retry_after_s",
+            "conversation_id",
+            "start_time",
+            "trace_id",
+            "span_id",
+        ],
+    )
+
+
+render()

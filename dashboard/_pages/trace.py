@@ -1,0 +1,103 @@
+"""Trace view: the waterfall of one trace, request or turn, with each span's attributes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from toolspan.dashboard import _charts, _ui
+from toolspan.dashboard._pages._paging import page_offset
+
+PAGE_SIZE = 200
+MAX_SPANS = 1_000
+WHOLE_TRACE = ("trace", "")
+
+
+def _pick_trace() -> str:
+    total = int(_ui.filtered("trace_count").iloc[0]["traces"])
+    if total == 0:
+        _ui.stop_with("No trace holds a call that matches the filters.", info=True)
+    offset = page_offset(total, PAGE_SIZE, key="trace_page")
+    traces = _ui.filtered("trace_list", limit=PAGE_SIZE, offset=offset)
+    labels = {
+        row.trace_id: f"{row.trace_id} · {row.conversation_id} · {row.calls} calls, "
+        f"{row.failed_calls} failed"
+        for row in traces.itertuples()
+    }
+    opened = st.session_state.get(_ui.TRACE_KEY)
+    if opened and opened not in labels:
+        labels = {opened: f"{opened} (opened from a finding)", **labels}
+    options = list(labels)
+    index = options.index(opened) if opened in labels else 0
+    return str(st.selectbox("Trace", options, index=index, format_func=labels.__getitem__))
+
+
+def _pick_scope(trace_id: str) -> tuple[str, str]:
+    scopes = _ui.query("trace_scopes", trace_id=trace_id)
+    options = [WHOLE_TRACE, *zip(scopes["scope"], scopes["scope_id"], strict=True)]
+    chosen = st.selectbox(
+        "Show",
+        options,
+        format_func=lambda s: "the whole trace" if s == WHOLE_TRACE else f"{s[0]} {s[1]}",
+    )
+    return chosen if chosen is not None else WHOLE_TRACE
+
+
+def _attributes(raw: Any) -> Any:
+    # MAP columns arrive as dicts (or key/value lists), JSON columns as text.
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    if isinstance(raw, dict) and set(raw) == {"key", "value"}:
+        return dict(zip(raw["key"], raw["value"], strict=False))
+    return raw
+
+
+def render() -> None:
+    st.title("Trace view")
+    _ui.require_calls()
+    trace_id = _pick_trace()
+    scope, scope_id = _pick_scope(trace_id)
+    spans = _ui.query(
+        "trace_spans", trace_id=trace_id, scope=scope, scope_id=scope_id, max_spans=MAX_SPANS
+    )
+    if spans.empty:
+        _ui.stop_with("This trace has no spans in the database.", info=True)
+    total = int(spans["total_spans"].iloc[0])
+    if total > len(spans):
+        st.warning(f"Showing the first {len(spans):,} of {total:,} spans.")
+    spans["row"] = [
+        f"{'  ' * int(depth)}{name} [{span_id[-6:]}]"
+        for depth, name, span_id in zip(
+            spans["depth"], spans["name"], spans["span_id"], strict=True
+        )
+    ]
+    st.altair_chart(_charts.waterfall(spans), width="stretch")
+    picked = st.selectbox(
+        "Span", range(len(spans)), format_func=lambda i: spans["row"].iloc[i].strip()
+    )
+    if picked is not None:
+        span = spans.iloc[int(picked)]
+        attributes = _ui.query("span_attributes", trace_id=trace_id, span_id=span["span_id"])
+        st.json(
+            {
+                "name": span["name"],
+                "status": span["status_code"],
+                "status_message": None
+                if pd.isna(span["status_message"])
+                else span["status_message"],
+                "duration_ms": float(span["duration_ms"]),
+                "attributes": _attributes(attributes["attributes"].iloc[0])
+                if len(attributes)
+                else {},
+            }
+        )
+    st.dataframe(spans.drop(columns=["row", "total_spans"]), hide_index=True)
+
+
+render()

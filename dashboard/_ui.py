@@ -1,0 +1,176 @@
+"""Streamlit glue shared by the app and its pages: connection, cached queries, filters.
+
+The app process gets its database path from ``TOOLSPAN_DASHBOARD_DB`` (set by
+``toolspan dashboard``). Query results are cached per query name and
+parameters; the database is opened read-only, so they never go stale.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+import duckdb
+import pandas as pd
+import streamlit as st
+
+from ._errors import DashboardError
+from ._queries import Filters, bucket_for, run_query
+from ._sandbox import SandboxLimits, open_database
+
+__all__ = [
+    "DB_ENV",
+    "connection",
+    "current_filters",
+    "limits",
+    "query",
+    "render_sidebar",
+    "require_calls",
+    "stop_with",
+]
+
+DB_ENV = "TOOLSPAN_DASHBOARD_DB"
+TIME_LIMIT_ENV = "TOOLSPAN_DASHBOARD_TIME_LIMIT_S"
+ALL_CONVERSATIONS = "(all conversations)"
+CONVERSATION_KEY = "filter_conversation"
+TRACE_KEY = "trace_id"
+
+
+def stop_with(message: str, *, info: bool = False) -> NoReturn:
+    """Show ``message`` instead of the page and stop the script run."""
+    (st.info if info else st.error)(message)
+    st.stop()
+    raise AssertionError("unreachable: st.stop() raises")  # pragma: no cover
+
+
+def limits() -> SandboxLimits:
+    """The sandbox limits, with the time limit overridable from the environment."""
+    seconds = float(os.environ.get(TIME_LIMIT_ENV, SandboxLimits.time_limit_s))
+    return SandboxLimits(time_limit_s=seconds)
+
+
+def _db_path() -> str:
+    path = os.environ.get(DB_ENV)
+    if not path:
+        stop_with(f"No database given: start the app with `toolspan dashboard` (or set {DB_ENV}).")
+    return path
+
+
+@st.cache_resource(show_spinner=False)
+def _open(path: str) -> duckdb.DuckDBPyConnection:
+    return open_database(Path(path), limits())
+
+
+def connection() -> duckdb.DuckDBPyConnection:
+    """The app's one read-only, locked-down DuckDB connection."""
+    try:
+        return _open(_db_path())
+    except DashboardError as exc:
+        stop_with(str(exc))
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _cached(path: str, name: str, params: dict[str, Any]) -> pd.DataFrame:
+    return run_query(_open(path), name, params)
+
+
+def query(name: str, **params: Any) -> pd.DataFrame:
+    """Run the named page query (cached on its parameters); stop the page on error."""
+    try:
+        return _cached(_db_path(), name, params)
+    except DashboardError as exc:
+        stop_with(str(exc))
+
+
+def filtered(name: str, **extra: Any) -> pd.DataFrame:
+    """Run the named query with the sidebar filters plus ``extra`` parameters."""
+    return query(name, **current_filters().params(), **extra)
+
+
+def current_filters() -> Filters:
+    """The filters the sidebar set on this run (all data before the sidebar ran)."""
+    value = st.session_state.get("filters")
+    return value if isinstance(value, Filters) else Filters()
+
+
+def require_calls() -> None:
+    """Stop the page with a clear message when there is nothing to show."""
+    bounds = query("filter_bounds").iloc[0]
+    if int(bounds["spans"]) == 0:
+        stop_with(
+            "This database holds no spans yet: ingest trace files with "
+            "`toolspan analyze PATH --db FILE` or start `toolspan dashboard PATH`.",
+            info=True,
+        )
+    if int(bounds["calls"]) == 0:
+        stop_with(
+            f"This database holds {int(bounds['spans']):,} spans but no tool spans "
+            "(`execute_tool` spans, OpenInference TOOL spans): nothing to show here. "
+            "The SQL console still works.",
+            info=True,
+        )
+
+
+def render_sidebar() -> Filters:
+    """Draw the filters in the sidebar, remember them for the pages, return them."""
+    bounds = query("filter_bounds").iloc[0]
+    st.sidebar.header("Filters")
+    start, end = _time_range(bounds["first_call"], bounds["last_call"])
+    conversation = _conversation_filter()
+    tools = st.sidebar.multiselect("Tool", query("filter_tools")["tool"].tolist(), key="f_tools")
+    statuses = st.sidebar.multiselect(
+        "Final status", query("filter_statuses")["status"].tolist(), key="f_statuses"
+    )
+    filters = Filters(start, end, conversation, tuple(tools), tuple(statuses))
+    st.session_state["filters"] = filters
+    return filters
+
+
+def _time_range(first: Any, last: Any) -> tuple[datetime | None, datetime | None]:
+    if pd.isna(first) or pd.isna(last) or first == last:
+        return None, None
+    low = pd.Timestamp(first).floor("s").to_pydatetime()
+    high = pd.Timestamp(last).ceil("s").to_pydatetime()
+    step = max(timedelta(seconds=1), bucket_for(low, high) / 10)
+    chosen = st.sidebar.slider(
+        "Time range (call start, UTC)",
+        min_value=low,
+        max_value=high,
+        value=(low, high),
+        step=step,
+        format="YYYY-MM-DD HH:mm:ss",
+        key="f_time",
+    )
+    picked_low, picked_high = chosen
+    # The full range is no filter at all: calls on the edges stay in.
+    return (
+        None if picked_low <= low else picked_low,
+        None if picked_high >= high else picked_high,
+    )
+
+
+def _conversation_filter() -> str | None:
+    options = [ALL_CONVERSATIONS, *query("filter_conversations")["conversation_id"].tolist()]
+    chosen = st.session_state.get(CONVERSATION_KEY)
+    if chosen and chosen not in options:
+        options.append(chosen)  # opened from a finding, or typed in
+    value = st.sidebar.selectbox(
+        "Conversation",
+        options,
+        key=CONVERSATION_KEY,
+        accept_new_options=True,
+        help="The 500 most recent are listed; type any other conversation id.",
+    )
+    return None if value in (None, "", ALL_CONVERSATIONS) else str(value)
+
+
+def open_conversation(conversation_id: str) -> None:
+    """Button callback: filter every page to one conversation."""
+    st.session_state[CONVERSATION_KEY] = conversation_id
+
+
+def open_trace(trace_id: str) -> None:
+    """Button callback: show this trace in the trace view."""
+    st.session_state[TRACE_KEY] = trace_id
