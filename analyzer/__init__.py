@@ -1,1 +1,26 @@
-"""x"""
+"""toolspan analyzer: DuckDB over OTLP/JSON trace files, with SQL views and
+findings for agent loops and duplicate writes.
+
+>>> from toolspan.analyzer import Analyzer
+>>> with Analyzer("traces.duckdb") as az:  # doctest: +SKIP
+...     az.ingest(["traces/"])
+...     for finding in az.findings():
+...         print(finding.kind, finding.conversation_id, finding.count)
+"""
+
+from ._analyzer import Analyzer
+from ._errors import AnalyzerError, CorruptInputError, DatabaseError, InputError, QueryError
+from ._model import BadLine, Finding, IngestReport, QueryResult
+
+__all__ = [
+    "Analyzer",
+    "AnalyzerError",
+    "BadLine",
+    "CorruptInputError",
+    "DatabaseError",
+    "Finding",
+    "IngestReport",
+    "InputError",
+    "QueryError",
+    "QueryResult",
+]

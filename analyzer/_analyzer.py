@@ -1,0 +1,301 @@
+"""The ``Analyzer``: ingest OTLP/JSON trace files into DuckDB, query the views,
+compute findings and summary figures. DuckDB does the work; Python only
+orchestrates batches and reports."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import orjson
+
+from . import _inputs
+from ._errors import AnalyzerError, CorruptInputError, DatabaseError, QueryError
+from ._model import BadLine, IngestReport, QueryResult
+from ._sql import statement, statements
+
+Progress = Callable[[str], None]
+# Files are read in batches of about this many bytes (on disk) so that the
+# staging table, and with it memory, stays bounded whatever the input size.
+BATCH_BYTES = 256 * 1024 * 1024
+SCHEMA_VERSION = "1"
+
+
+def _canonical_json(text: str) -> str:
+    """Canonical JSON (sorted keys, no whitespace) of ``text``, or ``text`` itself
+    when it is not JSON: argument and result equality ignores key order."""
+    try:
+        return orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONDecodeError:
+        return text
+
+
+class Analyzer:
+    """A DuckDB database of ingested spans with the analyzer's views."""
+
+    def __init__(self, db_path: str | os.PathLike[str] | None = None, *, read_only: bool = False):
+        target = ":memory:" if db_path is None else os.fspath(db_path)
+        if read_only and db_path is None:
+            raise DatabaseError("an in-memory database cannot be opened read-only")
+        try:
+            self._con = duckdb.connect(target, read_only=read_only)
+        except duckdb.Error as exc:
+            raise DatabaseError(f"cannot open database {target}: {exc}") from exc
+        self._read_only = read_only
+        self._con.create_function(
+            "toolspan_canonical_json", _canonical_json, ["VARCHAR"], "VARCHAR", side_effects=False
+        )
+        if not read_only:
+            self._create_schema()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The underlying DuckDB connection."""
+        return self._con
+
+    def close(self) -> None:
+        """Close the database."""
+        self._con.close()
+
+    def __enter__(self) -> Analyzer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _create_schema(self) -> None:
+        self._run_script("schema")
+        self._run_script("views")
+        self._run_script("findings")
+        self._con.execute(
+            "INSERT OR REPLACE INTO toolspan_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
+        )
+
+    def _run_script(self, file_stem: str) -> None:
+        for sql in statements(file_stem).values():
+            self._execute(sql)
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
+        try:
+            return self._con.execute(sql, list(params))
+        except duckdb.Error as exc:
+            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+
+    # -- SQL -------------------------------------------------------------------
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> QueryResult:
+        """Run one SQL query over the views; DuckDB errors become ``QueryError``."""
+        try:
+            cursor = self._con.execute(sql, list(params))
+            columns = tuple(d[0] for d in cursor.description or ())
+            rows = cursor.fetchall() if cursor.description else []
+        except duckdb.Error as exc:
+            raise QueryError(str(exc)) from exc
+        return QueryResult(columns, rows)
+
+    # -- ingest ----------------------------------------------------------------
+
+    def ingest(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        strict: bool = False,
+        progress: Progress | None = None,
+    ) -> IngestReport:
+        """Read trace files (files, directories, globs; plain, .gz, .zst) into the database.
+
+        Files already ingested (same path, size and modification time) are
+        skipped; spans already present (same trace and span id) are not added
+        again. Corrupt lines are reported and skipped, or with ``strict=True``
+        make the whole call fail without adding anything.
+        """
+        if self._read_only:
+            raise DatabaseError("the database is open read-only")
+        files = _inputs.resolve(paths)
+        new_files = [f for f in files if not self._already_ingested(f)]
+        spans_before = self._count("span_rows")
+        lines = 0
+        bad: list[BadLine] = []
+        for batch in _batches(new_files):
+            if progress:
+                progress(f"reading {len(batch)} file(s), {_megabytes(batch)} MB")
+            batch_lines, batch_bad = self._ingest_batch(batch, strict=strict)
+            lines += batch_lines
+            bad.extend(batch_bad)
+        spans_added = self._count("span_rows") - spans_before
+        if progress and new_files:
+            progress(f"ingested {len(new_files)} file(s): {lines} lines, {spans_added} new spans")
+        return IngestReport(
+            files=len(new_files),
+            lines=lines,
+            spans=spans_added,
+            skipped_files=len(files) - len(new_files),
+            bad_lines=tuple(bad),
+        )
+
+    def _already_ingested(self, path: Path) -> bool:
+        stat = path.stat()
+        row = self._execute(
+            "SELECT count(*) FROM ingested_files WHERE path = ? AND size = ? AND mtime_ns = ?",
+            [str(path), stat.st_size, stat.st_mtime_ns],
+        ).fetchone()
+        return bool(row and row[0])
+
+    def _count(self, table: str) -> int:
+        row = self._execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(row[0]) if row else 0
+
+    def _ingest_batch(self, batch: list[Path], *, strict: bool) -> tuple[int, list[BadLine]]:
+        with tempfile.TemporaryDirectory(prefix="toolspan-") as scratch:
+            slow_files, bad = self._stage(batch, Path(scratch))
+            if bad and strict:
+                self._execute("DROP TABLE IF EXISTS stage")
+                raise CorruptInputError(_corrupt_message(bad))
+            counts = self._file_counts()
+            lines = {path: counts.get(str(path), (0, 0))[0] for path in batch}
+            lines.update(slow_files)
+            self._commit_batch(batch, counts, lines, bad)
+        return sum(lines.values()), bad
+
+    def _stage(self, batch: list[Path], scratch: Path) -> tuple[dict[Path, int], list[BadLine]]:
+        """Fill the ``stage`` table from the batch; corrupt files go the slow way.
+
+        Returns the line counts of the files read line by line and their bad lines.
+        """
+        self._execute(statement("read_batch", "or_null_macro"))
+        empty = scratch / "empty.jsonl"
+        empty.touch()
+        # The stage's columns come from the read itself (an empty file binds them).
+        self._execute(
+            f"CREATE OR REPLACE TEMP TABLE stage AS {statement('read_batch', 'stage_select')}",
+            [[str(empty)]],
+        )
+        failed = self._read_into_stage(batch)
+        suspects = {
+            Path(row[0]) for row in self._execute(statement("ingest", "suspect_files")).fetchall()
+        }
+        for suspect in suspects:
+            self._execute("DELETE FROM stage WHERE source_file = ?", [str(suspect)])
+        slow_lines: dict[Path, int] = {}
+        bad: list[BadLine] = []
+        for path in sorted(set(failed) | suspects):
+            good_copy = scratch / f"{len(slow_lines)}.jsonl"
+            with good_copy.open("wb") as good_out:
+                slow_lines[path], file_bad = _inputs.filter_good_lines(path, good_out)
+            bad.extend(file_bad)
+            if good_copy.stat().st_size:
+                self._insert_stage([good_copy])
+                self._execute(
+                    "UPDATE stage SET source_file = ? WHERE source_file = ?",
+                    [str(path), str(good_copy)],
+                )
+        return slow_lines, bad
+
+    def _read_into_stage(self, batch: list[Path]) -> list[Path]:
+        """Typed read of the batch; on a parse error, file by file. Returns failed files."""
+        try:
+            self._insert_stage(batch)
+            return []
+        except duckdb.Error:
+            if len(batch) == 1:
+                return batch
+        failed: list[Path] = []
+        for path in batch:
+            try:
+                self._insert_stage([path])
+            except duckdb.Error:
+                failed.append(path)
+        return failed
+
+    def _insert_stage(self, files: list[Path]) -> None:
+        self._con.execute(
+            f"INSERT INTO stage {statement('read_batch', 'stage_select')}",
+            [[str(f) for f in files]],
+        )
+
+    def _file_counts(self) -> dict[str, tuple[int, int]]:
+        rows = self._execute(statement("ingest", "file_counts")).fetchall()
+        return {str(path): (int(lines), int(spans)) for path, lines, spans in rows}
+
+    def _commit_batch(
+        self,
+        batch: list[Path],
+        counts: dict[str, tuple[int, int]],
+        lines: dict[Path, int],
+        bad: list[BadLine],
+    ) -> None:
+        bad_by_file: dict[str, int] = {}
+        for line in bad:
+            bad_by_file[line.path] = bad_by_file.get(line.path, 0) + 1
+        now = datetime.now(UTC).replace(tzinfo=None)
+        self._execute("BEGIN TRANSACTION")
+        try:
+            for name in ("insert_spans", "insert_conversations", "insert_tool_spans"):
+                self._execute(statement("ingest", name))
+            for path in batch:
+                stat = path.stat()
+                self._execute(
+                    "INSERT OR REPLACE INTO ingested_files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        str(path),
+                        stat.st_size,
+                        stat.st_mtime_ns,
+                        lines[path],
+                        counts.get(str(path), (0, 0))[1],
+                        bad_by_file.get(str(path), 0),
+                        now,
+                    ],
+                )
+            if bad:
+                self._con.executemany(
+                    "INSERT INTO bad_lines VALUES (?, ?, ?)",
+                    [[b.path, b.line, b.reason] for b in bad],
+                )
+            self._execute("COMMIT")
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+        finally:
+            self._con.execute("DROP TABLE IF EXISTS stage")
+
+
+def _batches(files: list[Path]) -> list[list[Path]]:
+    batches: list[list[Path]] = []
+    current: list[Path] = []
+    size = 0
+    for path in files:
+        file_size = path.stat().st_size
+        if current and size + file_size > BATCH_BYTES:
+            batches.append(current)
+            current, size = [], 0
+        current.append(path)
+        size += file_size
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _megabytes(files: list[Path]) -> int:
+    return round(sum(f.stat().st_size for f in files) / 1e6)
+
+
+def _corrupt_message(bad: list[BadLine]) -> str:
+    shown = "\n".join(f"  {b.path}:{b.line}: {b.reason}" for b in bad[:10])
+    more = f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else ""
+    return f"{len(bad)} corrupt line(s) (strict mode):\n{shown}{more}"
+
+
+__all__ = ["Analyzer", "AnalyzerError"]

@@ -1,0 +1,71 @@
+"""Plain value types returned by the analyzer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line that was skipped: its file, 1-based line number and why."""
+
+    path: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What one ``Analyzer.ingest`` call read and added."""
+
+    files: int
+    lines: int
+    spans: int
+    skipped_files: int
+    bad_lines: tuple[BadLine, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding (loop, duplicate_write, idempotency_conflict, unsafe_retry)."""
+
+    kind: str
+    conversation_id: str
+    tool: str | None
+    idempotency_key: str | None
+    count: int
+    span_ids: tuple[str, ...]
+    trace_ids: tuple[str, ...]
+    first_seen: datetime
+    last_seen: datetime
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as a JSON-serialisable dict (times as ISO 8601, UTC)."""
+        return {
+            "kind": self.kind,
+            "conversation_id": self.conversation_id,
+            "tool": self.tool,
+            "idempotency_key": self.idempotency_key,
+            "count": self.count,
+            "span_ids": list(self.span_ids),
+            "trace_ids": list(self.trace_ids),
+            "first_seen": _iso_utc(self.first_seen),
+            "last_seen": _iso_utc(self.last_seen),
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """The result of ``Analyzer.query``: column names and rows."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+
+
+def _iso_utc(moment: datetime) -> str:
+    # DuckDB TIMESTAMP values are naive UTC; say so explicitly.
+    return moment.isoformat() + ("Z" if moment.tzinfo is None else "")

@@ -1,0 +1,2 @@
+-- name: placeholder
+SELECT 1

@@ -1,0 +1,76 @@
+-- One typed pass over a batch of OTLP/JSON lines files (ExportTraceServiceRequest
+-- per line): the only place the raw JSON is parsed. Attribute values become
+-- text (stringValue / intValue / doubleValue / boolValue as written; arrayValue
+-- and kvlistValue as their OTLP JSON). Ids are lowercased; ids that are not hex
+-- of the right length are kept here and rejected by the caller. Every request
+-- yields at least one row (span columns NULL when it holds no span), so the
+-- caller can count the lines read without a second pass.
+-- name: or_null_macro
+CREATE OR REPLACE TEMP MACRO _or_null(items) AS CASE WHEN len(items) > 0 THEN items ELSE [NULL] END;
+
+-- name: stage_select
+WITH request AS (
+    SELECT filename AS source_file, ordinality AS request_no, unnest(_or_null(resourceSpans)) AS resource_spans
+    FROM read_json(
+        ?,
+        format = 'newline_delimited',
+        records = true,
+        filename = true,
+        maximum_object_size = 268435456,
+        columns = {
+            'resourceSpans': 'STRUCT(
+                resource STRUCT(attributes STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR, doubleValue VARCHAR, boolValue VARCHAR, arrayValue JSON, kvlistValue JSON))[]),
+                scopeSpans STRUCT(
+                    scope STRUCT(name VARCHAR),
+                    spans STRUCT(
+                        traceId VARCHAR, spanId VARCHAR, parentSpanId VARCHAR, name VARCHAR, kind VARCHAR,
+                        startTimeUnixNano VARCHAR, endTimeUnixNano VARCHAR,
+                        attributes STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR, doubleValue VARCHAR, boolValue VARCHAR, arrayValue JSON, kvlistValue JSON))[],
+                        status STRUCT(code VARCHAR, message VARCHAR)
+                    )[]
+                )[]
+            )[]'
+        }
+    ) WITH ORDINALITY
+),
+scope AS (
+    SELECT
+        source_file,
+        request_no,
+        list_filter(resource_spans.resource.attributes, lambda a: a.key = 'service.name')[1].value.stringValue AS service_name,
+        unnest(_or_null(resource_spans.scopeSpans)) AS scope_spans
+    FROM request
+),
+span AS (
+    SELECT source_file, request_no, service_name, scope_spans.scope.name AS scope_name, unnest(_or_null(scope_spans.spans)) AS s
+    FROM scope
+)
+SELECT
+    lower(s.traceId) AS trace_id,
+    lower(s.spanId) AS span_id,
+    nullif(lower(s.parentSpanId), '') AS parent_span_id,
+    s.name AS name,
+    CASE replace(upper(s.kind), 'SPAN_KIND_', '')
+        WHEN '0' THEN 'UNSPECIFIED' WHEN '1' THEN 'INTERNAL' WHEN '2' THEN 'SERVER'
+        WHEN '3' THEN 'CLIENT' WHEN '4' THEN 'PRODUCER' WHEN '5' THEN 'CONSUMER'
+        ELSE coalesce(replace(upper(s.kind), 'SPAN_KIND_', ''), 'UNSPECIFIED')
+    END AS kind,
+    TRY_CAST(s.startTimeUnixNano AS BIGINT) AS start_ns,
+    TRY_CAST(s.endTimeUnixNano AS BIGINT) AS end_ns,
+    CASE replace(upper(s.status.code), 'STATUS_CODE_', '')
+        WHEN '1' THEN 'OK' WHEN '2' THEN 'ERROR' WHEN 'OK' THEN 'OK' WHEN 'ERROR' THEN 'ERROR'
+        ELSE 'UNSET'
+    END AS status_code,
+    nullif(s.status.message, '') AS status_message,
+    service_name,
+    scope_name,
+    map_from_entries(list_transform(
+        list_filter(s.attributes, lambda a: a.key IS NOT NULL),
+        lambda a: {'key': a.key, 'value': coalesce(
+            a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
+            a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR)}
+    )) AS attributes,
+    source_file,
+    request_no,
+    s IS NOT NULL AS has_span
+FROM span;
