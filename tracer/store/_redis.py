@@ -70,6 +70,7 @@ class RedisStore(CheckedStore):
         if self._client.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("RedisStore needs a client with decode_responses=False")
         self._scripts = {name: self._client.register_script(src) for name, src in _SCRIPTS.items()}
+        self._closed = False
 
     def _record_key(self, key: str) -> str:
         return f"{self._prefix}idem:{key}"
@@ -79,6 +80,8 @@ class RedisStore(CheckedStore):
 
     @contextmanager
     def _mapped(self, operation: str) -> Iterator[None]:
+        if self._closed:
+            raise StoreError("the Redis store is closed")
         try:
             yield
         except redis.RedisError as exc:
@@ -164,6 +167,7 @@ class RedisStore(CheckedStore):
             self._client.delete(self._guard_key(name))
 
     def close(self) -> None:
-        if self._owns_client:
+        if self._owns_client and not self._closed:
             with self._mapped("close"):
                 self._client.close()
+        self._closed = True

@@ -1,0 +1,122 @@
+"""A real redis-server for tests: started on a free loopback port, stopped afterwards.
+
+    with RedisServer() as server:
+        client = redis.Redis.from_url(server.url)
+
+Uses ``redis-server`` from PATH (Debian's package; ``make test`` installs it). A
+missing binary is an error, not a skip: the Redis tests must run in CI.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+__all__ = ["RedisServer", "RedisServerError"]
+
+
+class RedisServerError(RuntimeError):
+    """redis-server is missing or did not come up."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server process with no persistence, in its own temp directory."""
+
+    def __init__(self, *, executable: str = "redis-server", start_timeout_s: float = 10.0):
+        path = shutil.which(executable)
+        if path is None:
+            raise RedisServerError(
+                f"{executable!r} is not on PATH: install Debian's redis-server package "
+                "(`make system-deps` or `apt-get install redis-server`)"
+            )
+        self._executable = path
+        self._start_timeout_s = start_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self._dir = tempfile.TemporaryDirectory(prefix="toolspan-redis-")
+        # The port can be taken between probing and binding; try a few.
+        for _ in range(5):
+            self.port = _free_port()
+            if self._try_start(Path(self._dir.name)):
+                return self
+        log = (Path(self._dir.name) / "redis.log").read_text(errors="replace")
+        self.stop()
+        raise RedisServerError(f"redis-server did not start; its log:\n{log}")
+
+    def _try_start(self, workdir: Path) -> bool:
+        self._process = subprocess.Popen(
+            [
+                self._executable,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--dir", str(workdir),
+                "--save", "",
+                "--appendonly", "no",
+                "--logfile", str(workdir / "redis.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1.0)
+        deadline = time.monotonic() + self._start_timeout_s
+        try:
+            while time.monotonic() < deadline:
+                if self._process.poll() is not None:
+                    return False  # it exited, most likely because the port was taken
+                try:
+                    if client.ping():
+                        return True
+                except redis.ConnectionError:
+                    time.sleep(0.02)
+        finally:
+            client.close()
+        self._terminate()
+        return False
+
+    def _terminate(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def stop(self) -> None:
+        self._terminate()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,88 @@
+"""SQLiteStore specifics: the file, its schema, its failures."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.store.conftest import FakeClock
+from toolspan.tracer.store import SQLiteStore, StoreError
+
+
+def test_the_file_is_in_wal_mode_with_a_versioned_schema(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path / "s.db").close()
+    with sqlite3.connect(tmp_path / "s.db") as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+def test_records_survive_reopening(tmp_path: Path) -> None:
+    clock = FakeClock()
+    first = SQLiteStore(tmp_path / "s.db", clock=clock)
+    token = first.claim("k", "fp", lease_s=5, ttl_s=60).token
+    assert token is not None
+    first.complete("k", token, b"done", ttl_s=60)
+    first.close()
+    reopened = SQLiteStore(tmp_path / "s.db", clock=clock)
+    assert reopened.claim("k", "fp", lease_s=5, ttl_s=60).result == b"done"
+    reopened.close()
+
+
+def test_forgotten_rows_are_purged(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = SQLiteStore(tmp_path / "s.db", clock=clock)
+    token = store.claim("old", "fp", lease_s=5, ttl_s=10).token
+    assert token is not None
+    store.complete("old", token, b"1", ttl_s=10)
+    store.incr("counter", ttl_s=10)
+    clock.advance(3600)
+    store.claim("new", "fp", lease_s=5, ttl_s=10)
+    with sqlite3.connect(tmp_path / "s.db") as raw:
+        keys = [row[0] for row in raw.execute("SELECT key FROM idempotency_record")]
+        guards = raw.execute("SELECT count(*) FROM guard_state").fetchone()[0]
+    assert (keys, guards) == (["new"], 0)
+    store.close()
+
+
+def test_in_memory_databases_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="MemoryStore"):
+        SQLiteStore(":memory:")
+
+
+def test_a_missing_directory_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="cannot open") as caught:
+        SQLiteStore(tmp_path / "no" / "such" / "dir" / "s.db")
+    assert isinstance(caught.value.__cause__, sqlite3.Error)
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "s.db").write_bytes(b"definitely not sqlite " * 100)
+    with pytest.raises(StoreError, match="cannot prepare"):
+        SQLiteStore(tmp_path / "s.db")
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "s.db") as raw:
+        raw.execute("PRAGMA user_version = 7")
+    with pytest.raises(StoreError, match="schema version 7"):
+        SQLiteStore(tmp_path / "s.db")
+
+
+def test_a_locked_database_is_a_store_error_without_the_payload(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db", busy_timeout_s=0.001)
+    token = store.claim("k", "fp", lease_s=5, ttl_s=60).token
+    assert token is not None
+    blocker = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError, match="locked") as caught:
+            store.complete("k", token, b'{"card": "4111 1111 1111 1111"}', ttl_s=60)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert "4111" not in str(caught.value)
+    assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+    assert store.complete("k", token, b"ok", ttl_s=60), "the failed call rolled back cleanly"
+    store.close()
