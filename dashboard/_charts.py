@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import altair as alt
 import pandas as pd
 
@@ -36,7 +38,7 @@ def _status_scale(values: pd.Series) -> alt.Scale:
 
 def status_by_tool(frame: pd.DataFrame) -> alt.Chart:
     """Stacked bars: calls per tool, split by final status."""
-    return (
+    chart = (
         alt.Chart(frame)
         .mark_bar()
         .encode(
@@ -46,11 +48,12 @@ def status_by_tool(frame: pd.DataFrame) -> alt.Chart:
             tooltip=["tool", "status", "calls", "retries", "scheduled_wait_s"],
         )
     )
+    return cast(alt.Chart, chart)
 
 
 def calls_over_time(frame: pd.DataFrame) -> alt.Chart:
     """Stacked bars: calls per time bucket, split by final status."""
-    return (
+    chart = (
         alt.Chart(frame)
         .mark_bar()
         .encode(
@@ -60,6 +63,7 @@ def calls_over_time(frame: pd.DataFrame) -> alt.Chart:
             tooltip=["bucket:T", "status", "calls"],
         )
     )
+    return cast(alt.Chart, chart)
 
 
 def timeline(attempts: pd.DataFrame, order: list[str]) -> alt.LayerChart:
@@ -73,14 +77,14 @@ def timeline(attempts: pd.DataFrame, order: list[str]) -> alt.LayerChart:
     )
     waited = base.mark_bar(height=14, opacity=0.35).encode(x="end_ms:Q", x2="wait_end_ms:Q")
     height = max(120, 26 * len(order))
-    return alt.layer(ran, waited).properties(height=height)
+    return cast(alt.LayerChart, alt.layer(ran, waited).properties(height=height))
 
 
 def waterfall(spans: pd.DataFrame) -> alt.Chart:
     """The span waterfall: one row per span, indented by depth, in tree order."""
     order = spans["row"].tolist()
     domain = list(_CATEGORY_COLOURS)
-    return (
+    chart = (
         alt.Chart(spans)
         .mark_bar(height=12)
         .encode(
@@ -98,3 +102,4 @@ def waterfall(spans: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=max(120, 20 * len(order)))
     )
+    return cast(alt.Chart, chart)

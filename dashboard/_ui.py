@@ -35,7 +35,7 @@ DB_ENV = "TOOLSPAN_DASHBOARD_DB"
 TIME_LIMIT_ENV = "TOOLSPAN_DASHBOARD_TIME_LIMIT_S"
 ALL_CONVERSATIONS = "(all conversations)"
 CONVERSATION_KEY = "filter_conversation"
-TRACE_KEY = "trace_id"
+TRACE_KEY = "trace"
 
 
 def stop_with(message: str, *, info: bool = False) -> NoReturn:

@@ -63,7 +63,7 @@ def render() -> None:
     )
     _schema()
     st.session_state.setdefault(SQL_KEY, DEFAULT_SQL)
-    st.button("Start from the current filters", on_click=_start_from_filters)
+    st.button("Start from the current filters", on_click=_start_from_filters, key="from_filters")
     with st.form("console"):
         sql = st.text_area("SQL", key=SQL_KEY, height=180)
         submitted = st.form_submit_button("Run")

@@ -35,7 +35,7 @@ def _open_finding(finding: pd.Series) -> None:
     )
     trace_ids = list(finding["trace_ids"])
     if trace_ids and trace.button(
-        "Open its trace", on_click=_ui.open_trace, args=(str(trace_ids[0]),)
+        "Open its trace", on_click=_ui.open_trace, args=(str(trace_ids[0]),), key="open_trace"
     ):
         st.switch_page("_pages/trace.py")
 
@@ -54,7 +54,10 @@ def render() -> None:
     page = _ui.filtered("findings_page", kinds=list(kinds), limit=PAGE_SIZE, offset=offset)
     st.dataframe(page.drop(columns=["span_ids", "trace_ids"]), hide_index=True)
     choice = st.selectbox(
-        "Open a finding", range(len(page)), format_func=lambda i: _describe(page.iloc[i])
+        "Open a finding",
+        range(len(page)),
+        format_func=lambda i: _describe(page.iloc[i]),
+        key="finding",
     )
     if choice is not None:
         _open_finding(page.iloc[int(choice)])

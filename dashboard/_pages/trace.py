@@ -31,8 +31,7 @@ def _pick_trace() -> str:
     if opened and opened not in labels:
         labels = {opened: f"{opened} (opened from a finding)", **labels}
     options = list(labels)
-    index = options.index(opened) if opened in labels else 0
-    return str(st.selectbox("Trace", options, index=index, format_func=labels.__getitem__))
+    return str(st.selectbox("Trace", options, format_func=labels.__getitem__, key=_ui.TRACE_KEY))
 
 
 def _pick_scope(trace_id: str) -> tuple[str, str]:
@@ -42,6 +41,7 @@ def _pick_scope(trace_id: str) -> tuple[str, str]:
         "Show",
         options,
         format_func=lambda s: "the whole trace" if s == WHOLE_TRACE else f"{s[0]} {s[1]}",
+        key="scope",
     )
     return chosen if chosen is not None else WHOLE_TRACE
 
@@ -79,7 +79,7 @@ def render() -> None:
     ]
     st.altair_chart(_charts.waterfall(spans), width="stretch")
     picked = st.selectbox(
-        "Span", range(len(spans)), format_func=lambda i: spans["row"].iloc[i].strip()
+        "Span", range(len(spans)), format_func=lambda i: spans["row"].iloc[i].strip(), key="span"
     )
     if picked is not None:
         span = spans.iloc[int(picked)]
