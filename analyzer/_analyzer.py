@@ -17,7 +17,7 @@ import orjson
 
 from . import _inputs
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, QueryError
-from ._model import BadLine, IngestReport, QueryResult
+from ._model import BadLine, Finding, IngestReport, QueryResult
 from ._sql import statement, statements
 
 Progress = Callable[[str], None]
@@ -105,6 +105,58 @@ class Analyzer:
         except duckdb.Error as exc:
             raise QueryError(str(exc)) from exc
         return QueryResult(columns, rows)
+
+    # -- analysis --------------------------------------------------------------
+
+    def set_write_tools(self, patterns: Sequence[str]) -> None:
+        """Name the tools that write (names or glob patterns such as ``send_*``).
+
+        Applies to tool spans that do not say themselves (spans from other
+        instrumentations): their ``side_effect`` becomes ``write`` when a
+        pattern matches and ``none`` otherwise. An empty list means unknown.
+        """
+        if isinstance(patterns, str):
+            raise TypeError("set_write_tools takes a sequence of patterns, not a string")
+        self._execute("BEGIN TRANSACTION")
+        try:
+            self._execute("DELETE FROM write_tools")
+            for pattern in dict.fromkeys(p.strip() for p in patterns if p.strip()):
+                self._execute("INSERT INTO write_tools VALUES (?)", [pattern])
+            self._execute("COMMIT")
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+
+    def findings(self, *, min_repeats: int = 3) -> list[Finding]:
+        """Loops, duplicate writes, idempotency conflicts and unsafe retries."""
+        if min_repeats < 2:
+            raise ValueError("min_repeats must be at least 2")
+        rows = self._execute(
+            "SELECT * FROM toolspan_findings(?) ORDER BY kind, first_seen, conversation_id, tool",
+            [min_repeats],
+        ).fetchall()
+        return [_finding(row) for row in rows]
+
+    def summary(self) -> dict[str, Any]:
+        """The summary figures: calls, attempts, retries, statuses by tool, waits, bad lines."""
+        totals = self._named_row("totals")
+        inputs = self._named_row("inputs")
+        by_tool: dict[str, dict[str, int]] = {}
+        for tool, status, calls in self._execute(
+            statement("summary", "statuses_by_tool")
+        ).fetchall():
+            by_tool.setdefault(tool, {})[status] = int(calls)
+        return {
+            **inputs,
+            **totals,
+            "scheduled_wait_s": float(totals["scheduled_wait_s"]),
+            "statuses_by_tool": by_tool,
+        }
+
+    def _named_row(self, name: str) -> dict[str, Any]:
+        cursor = self._execute(statement("summary", name))
+        row = cursor.fetchone() or ()
+        return {d[0]: value for d, value in zip(cursor.description or (), row, strict=True)}
 
     # -- ingest ----------------------------------------------------------------
 
@@ -270,6 +322,22 @@ class Analyzer:
             raise
         finally:
             self._con.execute("DROP TABLE IF EXISTS stage")
+
+
+def _finding(row: tuple[Any, ...]) -> Finding:
+    kind, conversation, tool, key, count, span_ids, trace_ids, first, last, detail = row
+    return Finding(
+        kind=kind,
+        conversation_id=conversation,
+        tool=tool,
+        idempotency_key=key,
+        count=int(count),
+        span_ids=tuple(span_ids),
+        trace_ids=tuple(trace_ids),
+        first_seen=first,
+        last_seen=last,
+        detail=orjson.loads(detail) if detail else {},
+    )
 
 
 def _batches(files: list[Path]) -> list[list[Path]]:

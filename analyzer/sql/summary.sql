@@ -1,0 +1,23 @@
+-- name: totals
+SELECT
+    count(*) AS calls,
+    coalesce(sum(attempts), 0) AS attempts,
+    coalesce(sum(greatest(attempts - 1, 0)), 0) AS retries,
+    coalesce(round(sum(total_wait_s), 3), 0) AS scheduled_wait_s,
+    count(*) FILTER (WHERE status = 'attempt_limit') AS stopped_by_attempt_limit,
+    count(*) FILTER (WHERE status = 'wait_budget') AS stopped_by_wait_budget,
+    count(DISTINCT conversation_id) AS conversations
+FROM tool_calls;
+
+-- name: statuses_by_tool
+SELECT coalesce(tool, '?') AS tool, status, count(*) AS calls
+FROM tool_calls
+GROUP BY ALL
+ORDER BY tool, status;
+
+-- name: inputs
+SELECT
+    (SELECT count(*) FROM ingested_files) AS files,
+    (SELECT coalesce(sum(lines), 0) FROM ingested_files) AS lines,
+    (SELECT count(*) FROM span_rows) AS spans,
+    (SELECT count(*) FROM bad_lines) AS bad_lines;
