@@ -15,7 +15,7 @@ from ._adapters import from_httpx, from_httpx_response, raise_for_httpx_status, 
 from ._attributes import CONTRACT_VERSION
 from ._canonical import canonical_json
 from ._errors import ConfigurationError, ToolError, ToolspanError
-from ._executor import AsyncExecutor, Executor
+from ._executor import AsyncExecutor, Executor, current_call
 from ._hooks import AttemptEvent, CallEvent, Hook
 from ._policy import AMBIGUOUS_CODES, DEFAULT_RETRYABLE_CODES, RetryPolicy, parse_retry_after
 from ._redact import REDACTED, Redactor
@@ -47,6 +47,7 @@ __all__ = [
     "ToolspanError",
     "__version__",
     "canonical_json",
+    "current_call",
     "from_httpx",
     "from_httpx_response",
     "parse_retry_after",

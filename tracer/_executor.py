@@ -8,6 +8,7 @@ they call the tool and how they wait.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import random
@@ -31,11 +32,33 @@ from ._result import Status, ToolResult
 from ._tool import Tool, ToolCall
 from ._version import __version__
 
-__all__ = ["AsyncExecutor", "Executor"]
+__all__ = ["AsyncExecutor", "Executor", "current_call"]
 
 _log = logging.getLogger("toolspan.tracer")
 
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024
+_CURRENT_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "toolspan_current_call", default=None
+)
+
+
+def _as_current(span: Span) -> Any:
+    # The SDK would record the raw exception message (secrets and all); the
+    # executor records a redacted one itself.
+    return trace.use_span(
+        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    )
+
+
+def current_call() -> ToolCall | None:
+    """The tool call being executed, inside a tool function (else ``None``).
+
+    Tools use it to forward the idempotency key to their service, e.g. as
+    an ``Idempotency-Key`` header.
+    """
+    return _CURRENT_CALL.get()
+
+
 # Sentinels for the read-back answer: not asked, or asked and failed.
 _SKIPPED = object()
 _UNKNOWN = object()
@@ -77,7 +100,9 @@ class _Core:
         clock: Callable[[], float],
         rng: random.Random | None,
         hooks: Sequence[Hook],
+        span_clock: Callable[[], int] | None = None,
     ) -> None:
+        self.span_clock = span_clock
         self.tools: dict[str, Tool] = {}
         for declared in tools:
             if declared.name in self.tools:
@@ -103,6 +128,22 @@ class _Core:
         self.rng = rng or random.Random()
         self.hooks = tuple(hooks)
 
+    def _start_span(
+        self,
+        name: str,
+        *,
+        attributes: dict[str, Any],
+        kind: SpanKind = SpanKind.INTERNAL,
+        context: Any = None,
+    ) -> Span:
+        start = self.span_clock() if self.span_clock is not None else None
+        return self.tracer.start_span(
+            name, context=context, kind=kind, attributes=attributes, start_time=start
+        )
+
+    def _end(self, span: Span) -> None:
+        span.end(end_time=self.span_clock() if self.span_clock is not None else None)
+
     # -- before the first attempt -------------------------------------------------
 
     def begin(self, call: ToolCall) -> _Run | ToolResult:
@@ -124,7 +165,7 @@ class _Core:
             call_attributes[attr.SCHEMA_VERSION] = declared.schema_version
         if problem is not None:
             return self._refuse(call, declared, "invalid_arguments", problem, call_attributes)
-        span = self.tracer.start_span(
+        span = self._start_span(
             f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=call_attributes
         )
         safe = not declared.is_write or (declared.idempotent and bool(call.idempotency_key))
@@ -192,7 +233,7 @@ class _Core:
                 **self._base_attributes(call, declared),
                 attr.OPERATION_NAME: "execute_tool",
             }
-        span = self.tracer.start_span(
+        span = self._start_span(
             f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attributes
         )
         result = ToolResult(
@@ -218,7 +259,7 @@ class _Core:
         }
         if run.attempt > 1:
             attributes[attr.RETRY_INITIATOR] = "orchestrator"
-        return self.tracer.start_span(
+        return self._start_span(
             f"attempt {run.attempt} {run.call.name}",
             context=trace.set_span_in_context(run.span),
             kind=SpanKind.INTERNAL,
@@ -235,7 +276,7 @@ class _Core:
                 attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, "invalid_response")
                 attempt_span.set_attribute(attr.RETRY_DELAY_S, 0.0)
                 attempt_span.set_status(StatusCode.ERROR, "result failed the result schema")
-                attempt_span.end()
+                self._end(attempt_span)
                 self._emit_attempt(run, "invalid_response", 0.0)
                 detail = _explain_schema_errors(run.tool.result_schema or {}, data)
                 return self.finish(
@@ -244,7 +285,7 @@ class _Core:
         attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, "ok")
         attempt_span.set_attribute(attr.RETRY_DELAY_S, 0.0)
         attempt_span.set_status(StatusCode.OK)
-        attempt_span.end()
+        self._end(attempt_span)
         self._emit_attempt(run, "ok", 0.0)
         return self.finish(run, status="succeeded", data=data)
 
@@ -292,7 +333,7 @@ class _Core:
             attempt_span.set_attribute(attr.HTTP_STATUS_CODE, error.status_code)
         attempt_span.set_attribute(attr.RETRY_DELAY_S, delay_s)
         attempt_span.set_status(StatusCode.ERROR, message)
-        attempt_span.end()
+        self._end(attempt_span)
         self._emit_attempt(run, error.code, delay_s)
 
     def needs_read_back(self, run: _Run, error: ToolError) -> bool:
@@ -354,10 +395,10 @@ class _Core:
             span.set_attribute(attr.ERROR_TYPE, kind)
             span.set_status(StatusCode.ERROR, f"{kind}: {message}")
         attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, kind)
-        attempt_span.end()
+        self._end(attempt_span)
         run.span.set_attribute(attr.ATTEMPTS, run.attempt)
         run.span.set_attribute(attr.TOTAL_WAIT_S, run.total_wait_s)
-        run.span.end()
+        self._end(run.span)
 
     # -- after the last attempt ---------------------------------------------------
 
@@ -434,7 +475,7 @@ class _Core:
             span.set_status(StatusCode.OK)
         else:
             span.set_status(StatusCode.ERROR, result.message)
-        span.end()
+        self._end(span)
         for hook in self.hooks:
             _safely(hook.on_call, CallEvent(result=result))
 
@@ -500,6 +541,8 @@ class Executor:
 
     ``sleep``, ``clock`` and ``rng`` are injectable; tests pass a fake clock
     (see :mod:`toolspan.tracer.testing`) so nothing sleeps for real.
+    ``span_clock`` (Unix nanoseconds) stamps the spans instead of the SDK's
+    clock: simulations and replays get timelines that match their fake time.
     """
 
     def __init__(
@@ -515,6 +558,7 @@ class Executor:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         hooks: Sequence[Hook] = (),
+        span_clock: Callable[[], int] | None = None,
     ) -> None:
         self._core = _Core(
             tools,
@@ -526,6 +570,7 @@ class Executor:
             clock=clock,
             rng=rng,
             hooks=hooks,
+            span_clock=span_clock,
         )
         self._sleep = sleep
 
@@ -543,8 +588,12 @@ class Executor:
         while True:
             attempt_span = core.start_attempt(run)
             try:
-                with trace.use_span(attempt_span, end_on_exit=False):
-                    data = run.tool.fn(**run.arguments)
+                token = _CURRENT_CALL.set(run.call)
+                try:
+                    with _as_current(attempt_span):
+                        data = run.tool.fn(**run.arguments)
+                finally:
+                    _CURRENT_CALL.reset(token)
             except Exception as exc:
                 error = to_tool_error(exc)
                 if error is None:
@@ -596,6 +645,7 @@ class AsyncExecutor:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         hooks: Sequence[Hook] = (),
+        span_clock: Callable[[], int] | None = None,
     ) -> None:
         self._core = _Core(
             tools,
@@ -607,6 +657,7 @@ class AsyncExecutor:
             clock=clock,
             rng=rng,
             hooks=hooks,
+            span_clock=span_clock,
         )
         self._sleep = sleep
 
@@ -624,8 +675,12 @@ class AsyncExecutor:
         while True:
             attempt_span = core.start_attempt(run)
             try:
-                with trace.use_span(attempt_span, end_on_exit=False):
-                    data = await _maybe_await(run.tool.fn(**run.arguments))
+                token = _CURRENT_CALL.set(run.call)
+                try:
+                    with _as_current(attempt_span):
+                        data = await _maybe_await(run.tool.fn(**run.arguments))
+                finally:
+                    _CURRENT_CALL.reset(token)
             except Exception as exc:
                 error = to_tool_error(exc)
                 if error is None:
