@@ -278,3 +278,182 @@ def recorder() -> Recorder:
 def analyzer() -> Iterator[Analyzer]:
     with Analyzer() as az:
         yield az
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> dict[str, object]:
+    """Record all labelled conversations, spread over files, batches and noise."""
+    rec = Recorder()
+    labels: dict[str, object] = {}
+    # loop: the same search, same answer, three times in one conversation.
+    with rec.conversation("c-loop"):
+        rec.noise("c-loop")
+        labels["loop"] = [
+            span_hex(rec.toolspan_call("search", "c-loop", {"q": "x"}, result=["a"]))
+            for _ in range(3)
+        ]
+    # benign: two identical calls only.
+    with rec.conversation("c-twice"):
+        for _ in range(2):
+            rec.toolspan_call("search", "c-twice", {"q": "y"}, result=["b"])
+    # benign: polling that makes progress (same args, different results).
+    with rec.conversation("c-poll"):
+        for progress in range(4):
+            rec.toolspan_call("job_status", "c-poll", {"job": 1}, result={"done": progress})
+    # benign: retries inside one logical call.
+    with rec.conversation("c-retry"):
+        rec.toolspan_call(
+            "search", "c-retry", {"q": "z"}, result=[], outcomes=("timeout",) * 3 + ("ok",)
+        )
+    # benign: the same call across three conversations.
+    for n in range(3):
+        with rec.conversation(f"c-across-{n}"):
+            rec.toolspan_call("search", f"c-across-{n}", {"q": "same"}, result=["s"])
+    first_file = rec.take()
+    # cycle A, B, A, B, A, B; half of it lands in another file.
+    with rec.conversation("c-cycle"):
+        for _ in range(3):
+            rec.toolspan_call("open_page", "c-cycle", {"url": "u"}, result="page")
+            rec.toolspan_call("go_back", "c-cycle", {}, result="home")
+    # a failing loop: the model repeats a call that keeps failing.
+    with rec.conversation("c-fail-loop"):
+        for _ in range(3):
+            rec.toolspan_call(
+                "fetch", "c-fail-loop", {"id": 9}, outcomes=("http_404",), status="permanent_error"
+            )
+    # duplicate writes.
+    with rec.conversation("c-write"):
+        labels["dup_unkeyed"] = [
+            span_hex(
+                rec.toolspan_call(
+                    "send_email", "c-write", {"to": "a"}, result="sent", side_effect="write"
+                )
+            )
+            for _ in range(2)
+        ]
+        labels["dup_keyed"] = [
+            span_hex(
+                rec.toolspan_call(
+                    "pay", "c-write", {"amount": n}, result="ok", side_effect="write", key="k-pay"
+                )
+            )
+            for n in (5, 5)
+        ]
+        # benign: a keyed write executed once and then replayed.
+        rec.toolspan_call(
+            "refund", "c-write", {"id": 1}, result="ok", side_effect="write", key="k-ref"
+        )
+        rec.toolspan_call(
+            "refund",
+            "c-write",
+            {"id": 1},
+            result="ok",
+            side_effect="write",
+            key="k-ref",
+            replayed=True,
+        )
+        # benign: same write with different arguments; and a failed repeat.
+        rec.toolspan_call("send_email", "c-write", {"to": "b"}, result="sent", side_effect="write")
+        rec.toolspan_call("post", "c-write", {"m": 1}, result="ok", side_effect="write")
+        rec.toolspan_call(
+            "post",
+            "c-write",
+            {"m": 1},
+            outcomes=("http_400",),
+            status="permanent_error",
+            side_effect="write",
+        )
+    # idempotency conflict: one key, two different argument sets.
+    with rec.conversation("c-conflict"):
+        # The second use of the key is refused by the tracer: nothing ran.
+        labels["conflict"] = [
+            span_hex(
+                rec.toolspan_call(
+                    "book",
+                    "c-conflict",
+                    {"seat": "1A"},
+                    result="ok",
+                    side_effect="write",
+                    key="k-book",
+                )
+            ),
+            span_hex(
+                rec.toolspan_call(
+                    "book",
+                    "c-conflict",
+                    {"seat": "2B"},
+                    outcomes=(),
+                    status="idempotency_conflict",
+                    side_effect="write",
+                    key="k-book",
+                )
+            ),
+        ]
+        # benign: same key, same args (a replay).
+        rec.toolspan_call(
+            "book", "c-conflict", {"seat": "3C"}, result="ok", side_effect="write", key="k-same"
+        )
+        rec.toolspan_call(
+            "book",
+            "c-conflict",
+            {"seat": "3C"},
+            result="ok",
+            side_effect="write",
+            key="k-same",
+            replayed=True,
+        )
+    # unsafe retry: an unkeyed write attempted twice inside one call.
+    with rec.conversation("c-unsafe"):
+        labels["unsafe"] = span_hex(
+            rec.toolspan_call(
+                "create_user",
+                "c-unsafe",
+                {"n": "x"},
+                outcomes=("http_503", "ok"),
+                result="u1",
+                side_effect="write",
+            )
+        )
+        # benign: keyed write retried; read-only call retried.
+        rec.toolspan_call(
+            "create_user",
+            "c-unsafe",
+            {"n": "y"},
+            outcomes=("http_503", "ok"),
+            result="u2",
+            side_effect="write",
+            key="k-u",
+        )
+        rec.toolspan_call(
+            "lookup", "c-unsafe", {"n": "y"}, outcomes=("timeout", "timeout", "ok"), result="u2"
+        )
+    second_file = rec.take()
+    # Foreign instrumentations: GenAI execute_tool and OpenInference TOOL spans.
+    with rec.conversation("c-genai"):
+        for text in ('{"a": 1, "b": 2}', '{"b":2,"a":1}', '{ "a":1 ,"b":2 }'):
+            rec.genai_tool("weather", text, '{"temp": 20, "unit": "C"}', conversation="c-genai")
+        for _ in range(2):
+            rec.genai_tool("create_ticket", '{"title": "t"}', '"T-1"', conversation="c-genai")
+    with rec.conversation(None):  # no conversation id anywhere: the trace id is the conversation
+        labels["no_conv_calls"] = [
+            rec.genai_tool("lookup_sku", '{"sku": 7}', "{}") for _ in range(3)
+        ]
+    labels["no_conv_trace"] = trace_hex(labels["no_conv_calls"][0])  # type: ignore[index]
+    with rec.conversation(None):
+        for _ in range(3):
+            rec.openinference_tool("wiki", '{"page": "Paris"}', "Paris is...", session="s-oi")
+    third_file = rec.take()
+
+    # Files: the first split over two files at a batch boundary, the second gzip, the third zst.
+    Recorder.write(tmp_path / "a.jsonl", first_file[: len(first_file) // 2], batch=3)
+    (tmp_path / "sub").mkdir()
+    Recorder.write(tmp_path / "sub" / "b.jsonl", first_file[len(first_file) // 2 :], batch=5)
+    plain = Recorder.write(tmp_path / "c.tmp", second_file, batch=7)
+    gzip_copy(plain, tmp_path / "c.jsonl.gz")
+    plain.unlink()
+    plain = Recorder.write(tmp_path / "d.tmp", third_file, batch=2)
+    zstd_copy(plain, tmp_path / "sub" / "d.json.zst")
+    plain.unlink()
+    (tmp_path / "notes.txt").write_text("not a trace file\n")
+    labels["dir"] = tmp_path
+    return labels

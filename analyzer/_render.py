@@ -1,0 +1,124 @@
+"""Plain-text renderings (table, markdown, csv, json) for the command line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from datetime import date, datetime
+from typing import Any
+
+from ._model import Finding
+
+FINDING_COLUMNS = (
+    "kind",
+    "conversation_id",
+    "tool",
+    "idempotency_key",
+    "count",
+    "first_seen",
+    "why",
+)
+
+
+def cell(value: Any) -> str:
+    """One value as display text."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="milliseconds")
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return str(value)
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, markdown: bool = False) -> str:
+    """An aligned text table, or a GitHub-flavoured markdown table."""
+    texts = [[cell(v) for v in row] for row in rows]
+    if markdown:
+        head = "| " + " | ".join(columns) + " |"
+        rule = "|" + "|".join("---" for _ in columns) + "|"
+        body = ["| " + " | ".join(t.replace("|", "\\|") for t in row) + " |" for row in texts]
+        return "\n".join([head, rule, *body])
+    widths = [max([len(c), *(len(row[i]) for row in texts)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(
+        "  ".join(t.ljust(w) for t, w in zip(row, widths, strict=True)).rstrip() for row in texts
+    )
+    return "\n".join(lines)
+
+
+def csv_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """RFC 4180 CSV with a header row."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([[cell(v) for v in row] for row in rows])
+    return out.getvalue().rstrip("\n")
+
+
+def json_value(value: Any) -> Any:
+    """A JSON-serialisable form of a DuckDB value."""
+    if isinstance(value, datetime):
+        return value.isoformat() + ("Z" if value.tzinfo is None else "")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(v) for v in value]
+    if isinstance(value, int | float | str | bool) or value is None:
+        return value
+    return str(value)
+
+
+def finding_why(finding: Finding) -> str:
+    """A short, human explanation of a finding."""
+    detail = finding.detail
+    if finding.kind == "loop":
+        cycle = [t for t in detail.get("cycle_tools") or [] if t != finding.tool]
+        extra = f", cycling with {', '.join(cycle)}" if cycle else ""
+        return (
+            f"same call and answer {finding.count}x, answer={str(detail.get('answer'))[:16]}, "
+            f"wasted {detail.get('wasted_ms')} ms{extra}"
+        )
+    if finding.kind == "duplicate_write":
+        return f"write succeeded {finding.count}x for one action"
+    if finding.kind == "idempotency_conflict":
+        return f"key used with {len(detail.get('args_fingerprints') or [])} argument sets"
+    if finding.kind == "unsafe_retry":
+        return f"unkeyed write attempted {finding.count}x: {detail.get('attempt_outcomes')}"
+    return ""
+
+
+def findings_rows(findings: Sequence[Finding]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            f.kind,
+            f.conversation_id,
+            f.tool,
+            f.idempotency_key,
+            f.count,
+            f.first_seen,
+            finding_why(f),
+        )
+        for f in findings
+    ]
+
+
+def summary_text(summary: dict[str, Any], *, markdown: bool = False) -> str:
+    """The summary figures as a key/value table plus statuses by tool."""
+    scalar = [(k, v) for k, v in summary.items() if k != "statuses_by_tool"]
+    statuses = sorted({s for by in summary["statuses_by_tool"].values() for s in by})
+    by_tool = [
+        (tool, *(counts.get(s, 0) for s in statuses))
+        for tool, counts in sorted(summary["statuses_by_tool"].items())
+    ]
+    parts = [table(("figure", "value"), scalar, markdown=markdown)]
+    if by_tool:
+        parts.append(table(("tool", *statuses), by_tool, markdown=markdown))
+    return "\n\n".join(parts)

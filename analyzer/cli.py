@@ -1,0 +1,143 @@
+"""``toolspan analyze`` and ``toolspan sql``: the analyzer's command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import _render
+from ._analyzer import Analyzer
+from ._errors import AnalyzerError
+from ._model import IngestReport
+
+FINDING_KINDS = ("loop", "duplicate_write", "idempotency_conflict", "unsafe_retry")
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``analyze`` and ``sql`` sub-commands."""
+    analyze = subparsers.add_parser(
+        "analyze",
+        help="find agent loops and duplicate writes in trace files",
+        description="Ingest OTLP/JSON trace files and print the summary and the findings.",
+    )
+    analyze.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs")
+    _add_db(analyze)
+    analyze.add_argument(
+        "--min-repeats", type=int, default=3, metavar="N", help="calls that make a loop (default 3)"
+    )
+    analyze.add_argument(
+        "--write-tools",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="comma-separated tool names or glob patterns that write",
+    )
+    analyze.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    analyze.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help=f"exit 1 when a finding of this kind exists ({', '.join(FINDING_KINDS)} or any)",
+    )
+    analyze.add_argument("--strict", action="store_true", help="fail on corrupt lines")
+    analyze.set_defaults(handler=run_analyze)
+
+    sql = subparsers.add_parser(
+        "sql",
+        help="run SQL over the analyzer's views",
+        description="Run one SQL query over spans, tool_calls, attempts, conversations, findings.",
+    )
+    sql.add_argument("query", metavar="QUERY")
+    sql.add_argument("paths", nargs="*", metavar="PATH", help="trace files to ingest first")
+    _add_db(sql)
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--strict", action="store_true", help="fail on corrupt lines")
+    sql.set_defaults(handler=run_sql)
+
+
+def _add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="FILE", help="DuckDB database file (default: in memory)")
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    """The ``analyze`` sub-command."""
+    fail_on = _split(args.fail_on)
+    unknown = set(fail_on) - {*FINDING_KINDS, "any"}
+    if unknown:
+        return _error(f"unknown --fail-on kind: {', '.join(sorted(unknown))}")
+    if args.min_repeats < 2:
+        return _error("--min-repeats must be at least 2")
+    try:
+        with Analyzer(args.db) as az:
+            _report(az.ingest(args.paths, strict=args.strict, progress=_progress))
+            write_tools = _split(args.write_tools)
+            if write_tools:
+                az.set_write_tools(write_tools)
+            summary = az.summary()
+            findings = az.findings(min_repeats=args.min_repeats)
+    except AnalyzerError as exc:
+        return _error(str(exc))
+    if args.format == "json":
+        out: dict[str, Any] = {"summary": summary, "findings": [f.to_json() for f in findings]}
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        markdown = args.format == "markdown"
+        print(
+            ("## Summary\n\n" if markdown else "Summary\n\n")
+            + _render.summary_text(summary, markdown=markdown)
+        )
+        print("\n## Findings\n" if markdown else "\nFindings\n")
+        rows = _render.findings_rows(findings)
+        print(_render.table(_render.FINDING_COLUMNS, rows, markdown=markdown) if rows else "none")
+    kinds = {f.kind for f in findings}
+    failed = bool(kinds & set(fail_on)) or ("any" in fail_on and bool(kinds))
+    return EXIT_FINDINGS if failed else EXIT_OK
+
+
+def run_sql(args: argparse.Namespace) -> int:
+    """The ``sql`` sub-command."""
+    if not args.paths and not args.db:
+        return _error("give trace files to read, or --db FILE")
+    try:
+        with Analyzer(args.db, read_only=bool(args.db) and not args.paths) as az:
+            if args.paths:
+                _report(az.ingest(args.paths, strict=args.strict, progress=_progress))
+            result = az.query(args.query)
+    except AnalyzerError as exc:
+        return _error(str(exc))
+    if args.format == "json":
+        records = [
+            {c: _render.json_value(v) for c, v in zip(result.columns, row, strict=True)}
+            for row in result.rows
+        ]
+        print(json.dumps(records, indent=2, ensure_ascii=False))
+    elif args.format == "csv":
+        print(_render.csv_text(result.columns, result.rows))
+    else:
+        print(_render.table(result.columns, result.rows))
+    return EXIT_OK
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+def _progress(message: str) -> None:
+    print(f"toolspan: {message}", file=sys.stderr, flush=True)
+
+
+def _report(report: IngestReport) -> None:
+    for bad in report.bad_lines:
+        print(f"{bad.path}:{bad.line}: skipped: {bad.reason}", file=sys.stderr)
+    if report.skipped_files:
+        _progress(f"{report.skipped_files} file(s) already ingested, skipped")
+
+
+def _error(message: str) -> int:
+    print(f"toolspan: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
