@@ -5,6 +5,7 @@ imported by the app itself, which runs in its own process.
 """
 
 from ._errors import DashboardError, QueryFailed, QueryRefused, QueryTimeout
+from ._launch import launch
 from ._sandbox import SandboxLimits, SandboxResult, SqlSandbox, open_database
 
 __all__ = [
@@ -15,5 +16,6 @@ __all__ = [
     "SandboxLimits",
     "SandboxResult",
     "SqlSandbox",
+    "launch",
     "open_database",
 ]

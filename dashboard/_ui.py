@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from ._env import DB_ENV, TIME_LIMIT_ENV
 from ._errors import DashboardError
 from ._queries import Filters, bucket_for, run_query
 from ._sandbox import SandboxLimits, open_database
@@ -31,8 +32,6 @@ __all__ = [
     "stop_with",
 ]
 
-DB_ENV = "TOOLSPAN_DASHBOARD_DB"
-TIME_LIMIT_ENV = "TOOLSPAN_DASHBOARD_TIME_LIMIT_S"
 ALL_CONVERSATIONS = "(all conversations)"
 CONVERSATION_KEY = "filter_conversation"
 TRACE_KEY = "trace"

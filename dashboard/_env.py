@@ -1,0 +1,10 @@
+"""Environment variables the launcher sets for the app process (no Streamlit import)."""
+
+from __future__ import annotations
+
+__all__ = ["DB_ENV", "TIME_LIMIT_ENV"]
+
+# The database the app opens read-only.
+DB_ENV = "TOOLSPAN_DASHBOARD_DB"
+# The SQL console's time limit in seconds (default: SandboxLimits.time_limit_s).
+TIME_LIMIT_ENV = "TOOLSPAN_DASHBOARD_TIME_LIMIT_S"

@@ -1,0 +1,70 @@
+"""``toolspan dashboard (PATH... | --db FILE) [--port N] [--host H]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ._launch import launch
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``dashboard`` sub-command to the ``toolspan`` command line."""
+    parser = subparsers.add_parser(
+        "dashboard",
+        help="browse retries, findings and traces in the browser",
+        description=(
+            "Start the dashboard on trace files (ingested first, with the analyzer) or on "
+            "a database made by `toolspan analyze --db`. Binds to 127.0.0.1 unless --host "
+            "says otherwise."
+        ),
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="OTLP/JSON trace files or dirs")
+    parser.add_argument("--db", type=Path, metavar="FILE", help="database to open (or to fill)")
+    parser.add_argument("--port", type=int, default=8501, help="port (default: 8501)")
+    parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    parser.add_argument(
+        "--write-tools",
+        metavar="NAMES",
+        help="comma-separated tool names or glob patterns that write (for foreign traces)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Ingest the given paths if any, then serve the dashboard until Ctrl-C."""
+    if not args.paths:
+        if args.db is None:
+            print("toolspan dashboard: error: give trace PATHs or --db FILE", file=sys.stderr)
+            return 2
+        return launch(args.db, host=args.host, port=args.port)
+    if args.db is not None:
+        return _ingest_and_launch(args, args.db)
+    with tempfile.TemporaryDirectory(prefix="toolspan-dashboard-") as scratch:
+        return _ingest_and_launch(args, Path(scratch) / "traces.duckdb")
+
+
+def _ingest_and_launch(args: argparse.Namespace, db_path: Path) -> int:
+    # Imported here: `toolspan dashboard --db FILE` needs no ingest machinery.
+    from toolspan.analyzer import Analyzer, AnalyzerError
+
+    try:
+        with Analyzer(db_path) as analyzer:
+            if args.write_tools:
+                analyzer.set_write_tools([p.strip() for p in args.write_tools.split(",") if p])
+            report = analyzer.ingest(args.paths)
+    except AnalyzerError as exc:
+        print(f"toolspan dashboard: error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"toolspan dashboard: ingested {report.spans:,} spans from {report.files:,} files "
+        f"into {db_path} ({len(report.bad_lines):,} bad lines skipped)"
+    )
+    for bad in report.bad_lines[:10]:
+        print(f"  skipped {bad.path}:{bad.line}: {bad.reason}", file=sys.stderr)
+    return launch(db_path, host=args.host, port=args.port)
