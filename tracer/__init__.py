@@ -17,9 +17,11 @@ from ._canonical import canonical_json
 from ._errors import ConfigurationError, ToolError, ToolspanError
 from ._executor import AsyncExecutor, Executor, current_call
 from ._hooks import AttemptEvent, CallEvent, Hook
+from ._metrics import MetricsHook
 from ._policy import AMBIGUOUS_CODES, DEFAULT_RETRYABLE_CODES, RetryPolicy, parse_retry_after
 from ._redact import REDACTED, Redactor
 from ._result import Status, ToolResult
+from ._safeguards import Safeguards
 from ._setup import Telemetry, setup_telemetry
 from ._tool import SideEffect, Tool, ToolCall, tool
 from ._version import __version__
@@ -35,8 +37,10 @@ __all__ = [
     "ConfigurationError",
     "Executor",
     "Hook",
+    "MetricsHook",
     "Redactor",
     "RetryPolicy",
+    "Safeguards",
     "SideEffect",
     "Status",
     "Telemetry",

@@ -8,6 +8,7 @@ they call the tool and how they wait.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import inspect
 import logging
@@ -23,12 +24,14 @@ from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, TracerProvid
 
 from . import _attributes as attr
 from ._adapters import to_tool_error
+from ._batch import plan_lanes
 from ._canonical import canonical_json, fingerprint, sha256_hex
 from ._errors import ConfigurationError, ToolError
 from ._hooks import AttemptEvent, CallEvent, Hook
 from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._redact import Redactor
 from ._result import Status, ToolResult
+from ._safeguards import Safeguards, StoreError
 from ._tool import Tool, ToolCall
 from ._version import __version__
 
@@ -63,7 +66,7 @@ def current_call() -> ToolCall | None:
 _SKIPPED = object()
 _UNKNOWN = object()
 _RETRYABLE_STOPS: frozenset[str] = frozenset(
-    {"attempt_limit", "wait_budget", "deadline_exceeded", "in_progress"}
+    {"attempt_limit", "wait_budget", "deadline_exceeded", "in_progress", "store_unavailable"}
 )
 
 
@@ -83,6 +86,12 @@ class _Run:
     attempt: int = 0
     total_wait_s: float = 0.0
     base_attributes: dict[str, Any] = field(default_factory=dict)
+    # Set by the safeguards: the call's identity for loop and retry tracking,
+    # and the idempotency claim this run holds.
+    call_fingerprint: str = ""
+    claim_token: str | None = None
+    read_back_first: bool = False
+    last_error_code: str | None = None
 
 
 class _Core:
@@ -101,8 +110,10 @@ class _Core:
         rng: random.Random | None,
         hooks: Sequence[Hook],
         span_clock: Callable[[], int] | None = None,
+        safeguards: Safeguards | None = None,
     ) -> None:
         self.span_clock = span_clock
+        self.safeguards = safeguards
         self.tools: dict[str, Tool] = {}
         for declared in tools:
             if declared.name in self.tools:
@@ -297,6 +308,7 @@ class _Core:
         ``read_back`` is the tool's read-back answer after an ambiguous write
         failure (``_SKIPPED`` when none was made, ``_UNKNOWN`` when it failed).
         """
+        run.last_error_code = error.code
         if read_back is not _SKIPPED:
             outcome = (
                 "failed" if read_back is _UNKNOWN else ("absent" if read_back is None else "found")
@@ -399,6 +411,12 @@ class _Core:
         run.span.set_attribute(attr.ATTEMPTS, run.attempt)
         run.span.set_attribute(attr.TOTAL_WAIT_S, run.total_wait_s)
         self._end(run.span)
+        if self.safeguards is not None and run.claim_token and run.call.idempotency_key:
+            try:  # the write may have happened before the crash: read back next time
+                self.safeguards.mark_unknown(run.call.idempotency_key, run.call.call_id)
+                self.safeguards.release(run.call.idempotency_key, run.claim_token)
+            except StoreError:
+                _log.warning("could not release idempotency key after a crash")
 
     # -- after the last attempt ---------------------------------------------------
 
@@ -418,6 +436,7 @@ class _Core:
         ok = status == "succeeded"
         truncated = False
         result_hash = None
+        encoded = b""
         if ok:
             encoded = canonical_json(data)
             result_hash = sha256_hex(encoded)
@@ -440,8 +459,169 @@ class _Core:
             replayed=replayed,
             reconciled=reconciled,
         )
+        if self.safeguards is not None:
+            self._remember(self.safeguards, run, result, result_hash, encoded)
         self._close_call_span(run.span, result, result_hash, http_status)
         return result
+
+    # -- safeguards (idempotency store, turn budget, loop guard) ----------------
+
+    def admit(self, run: _Run) -> ToolResult | None:
+        """Consult the store before anything runs; a result when nothing may run."""
+        guards = self.safeguards
+        if guards is None:
+            return None
+        call = run.call
+        run.call_fingerprint = f"{call.name}:{run.args_hash}"
+        try:
+            repeated = guards.repeated_failure(call.conversation_id, run.call_fingerprint)
+            if repeated is not None and repeated != call.call_id:
+                run.span.set_attributes({attr.RETRY_INITIATOR: "model", attr.RETRY_OF: repeated})
+            if guards.is_loop(call.conversation_id, run.call_fingerprint):
+                return self.finish(
+                    run,
+                    status="loop_blocked",
+                    error_code="loop_blocked",
+                    message="this exact call already got the same answer "
+                    f"{guards.loop_threshold} times in this conversation; change the "
+                    "arguments or stop",
+                )
+            if call.idempotency_key and run.tool.is_write:
+                return self._claim(guards, run, call.idempotency_key)
+        except StoreError as exc:
+            return self._store_failed(run, exc)
+        return None
+
+    def _claim(self, guards: Safeguards, run: _Run, key: str) -> ToolResult | None:
+        store_fingerprint = fingerprint(canonical_json(run.arguments), self.hash_key)
+        claim = guards.claim(key, store_fingerprint)
+        if claim.outcome == "replay":
+            data = orjson.loads(claim.result or b"null")
+            return self.finish(run, status="succeeded", data=data, replayed=True)
+        if claim.outcome == "conflict":
+            return self.finish(
+                run,
+                status="idempotency_conflict",
+                error_code="idempotency_conflict",
+                message="this idempotency key was already used with different arguments",
+            )
+        if claim.outcome == "in_progress":
+            return self.finish(
+                run,
+                status="in_progress",
+                error_code="in_progress",
+                message="another call with this idempotency key is running; try again later",
+            )
+        run.claim_token = claim.token
+        run.read_back_first = claim.outcome == "takeover" or guards.outcome_unknown(key)
+        if run.read_back_first:
+            run.span.set_attribute(attr.READ_BACK, "required")
+        return None
+
+    def settle_unknown(self, run: _Run, answer: Any) -> ToolResult | None:
+        """Before executing a key whose earlier outcome is unknown."""
+        run.read_back_first = False
+        if answer is _SKIPPED:
+            if run.tool.idempotent:
+                return None  # the service honours the key: executing again is safe
+            return self.finish(
+                run,
+                status="unsafe_retry",
+                error_code="unknown_outcome",
+                message="an earlier run of this action ended with an unknown outcome and the "
+                "tool declares no read-back",
+            )
+        outcome = "failed" if answer is _UNKNOWN else ("absent" if answer is None else "found")
+        run.span.set_attribute(attr.READ_BACK, outcome)
+        if outcome == "found":
+            return self.finish(run, status="succeeded", data=answer, reconciled=True)
+        if outcome == "failed":
+            return self.finish(
+                run,
+                status="unsafe_retry",
+                error_code="unknown_outcome",
+                message="the read-back failed, so the earlier run's outcome stays unknown",
+            )
+        return None
+
+    def may_attempt(self, run: _Run) -> ToolResult | None:
+        """Spend one attempt of the turn budget; a result when it is spent."""
+        guards = self.safeguards
+        if guards is None:
+            return None
+        action = run.call.idempotency_key or run.call_fingerprint
+        try:
+            if run.claim_token is not None and run.attempt > 0:
+                assert run.call.idempotency_key is not None
+                if not guards.renew(run.call.idempotency_key, run.claim_token):
+                    run.claim_token = None  # another worker took the key over
+                    return self.finish(
+                        run,
+                        status="in_progress",
+                        error_code="in_progress",
+                        message="another worker took over this idempotency key",
+                    )
+            if guards.spend_attempt(run.call.request_id, action):
+                return None
+        except StoreError as exc:
+            return self._store_failed(run, exc)
+        return self.finish(
+            run,
+            status="turn_budget",
+            error_code="turn_budget",
+            message=f"this action used its {guards.max_attempts_per_action} attempts for this "
+            "request",
+        )
+
+    def _store_failed(self, run: _Run, exc: StoreError) -> ToolResult:
+        # Fail closed: without the store a write could run twice.
+        _log.warning("idempotency store failed: %s", self.redactor.text(str(exc)))
+        guards, self.safeguards = self.safeguards, None  # nothing more to record
+        try:
+            return self.finish(
+                run,
+                status="store_unavailable",
+                error_code="store_unavailable",
+                message="the idempotency store is unavailable; nothing was executed",
+            )
+        finally:
+            self.safeguards = guards
+
+    def _remember(
+        self,
+        guards: Safeguards,
+        run: _Run,
+        result: ToolResult,
+        result_hash: str | None,
+        encoded: bytes,
+    ) -> None:
+        """Record the outcome in the store: claim, loop answers, failed calls."""
+        call = run.call
+        try:
+            if run.claim_token is not None and call.idempotency_key:
+                self._settle_claim(guards, run, result, encoded, call.idempotency_key)
+            if result.status != "loop_blocked" and run.call_fingerprint:
+                answer = result_hash if result.ok else (result.error_code or result.status)
+                guards.record_answer(call.conversation_id, run.call_fingerprint, str(answer))
+                guards.remember_outcome(
+                    call.conversation_id, run.call_fingerprint, call.call_id, result.ok
+                )
+        except StoreError as exc:
+            # The result is decided; losing guard bookkeeping must not change it.
+            _log.warning("could not record the outcome in the store: %s", exc)
+
+    def _settle_claim(
+        self, guards: Safeguards, run: _Run, result: ToolResult, encoded: bytes, key: str
+    ) -> None:
+        token, run.claim_token = run.claim_token, None
+        assert token is not None
+        if result.ok and not result.replayed:
+            guards.complete(key, token, encoded)
+            return
+        if run.last_error_code in AMBIGUOUS_CODES or result.error_code == "unknown_outcome":
+            # Never drop a failed write silently: whoever runs this key next reads back.
+            guards.mark_unknown(key, run.call.call_id)
+        guards.release(key, token)
 
     def _close_call_span(
         self,
@@ -559,6 +739,7 @@ class Executor:
         rng: random.Random | None = None,
         hooks: Sequence[Hook] = (),
         span_clock: Callable[[], int] | None = None,
+        safeguards: Safeguards | None = None,
     ) -> None:
         self._core = _Core(
             tools,
@@ -571,6 +752,7 @@ class Executor:
             rng=rng,
             hooks=hooks,
             span_clock=span_clock,
+            safeguards=safeguards,
         )
         self._sleep = sleep
 
@@ -585,7 +767,15 @@ class Executor:
         run = core.begin(call)
         if isinstance(run, ToolResult):
             return run
+        refused = core.admit(run)
+        if refused is None and run.read_back_first:
+            refused = core.settle_unknown(run, self._read_back(run))
+        if refused is not None:
+            return refused
         while True:
+            refused = core.may_attempt(run)
+            if refused is not None:
+                return refused
             attempt_span = core.start_attempt(run)
             try:
                 token = _CURRENT_CALL.set(run.call)
@@ -605,21 +795,51 @@ class Executor:
                 continue
             return core.succeeded(run, attempt_span, data)
 
+    def _read_back(self, run: _Run) -> Any:
+        """The tool's read-back answer; ``_SKIPPED`` without one, ``_UNKNOWN`` if it failed."""
+        if run.tool.read_back is None:
+            return _SKIPPED
+        try:
+            return run.tool.read_back(**run.arguments)
+        except Exception as exc:  # a failed read-back leaves the outcome unknown
+            return self._core.read_back_failed(run, exc)
+
     def _after_failure(self, run: _Run, attempt_span: Span, error: ToolError) -> ToolResult | None:
         core = self._core
-        answer: Any = _SKIPPED
-        if core.needs_read_back(run, error):
-            assert run.tool.read_back is not None
-            try:
-                answer = run.tool.read_back(**run.arguments)
-            except Exception as exc:
-                answer = core.read_back_failed(run, exc)
+        answer = self._read_back(run) if core.needs_read_back(run, error) else _SKIPPED
         outcome = core.settle(run, attempt_span, error, answer)
         if isinstance(outcome, ToolResult):
             return outcome
         self._sleep(outcome.delay_s)
         core.waited(run, outcome.delay_s)
         return None
+
+    def execute_batch(self, calls: Sequence[ToolCall], *, max_workers: int = 8) -> list[ToolResult]:
+        """Run the calls of one model step, in parallel where safe (see ``_batch``).
+
+        Results come back in the model's order. A programming error in any
+        call propagates after the other lanes finished.
+        """
+        lanes = plan_lanes(calls, self._core.tools)
+        results: list[ToolResult | None] = [None] * len(calls)
+
+        def run_lane(lane: list[int]) -> None:
+            for index in lane:
+                results[index] = self.execute(calls[index])
+
+        if len(lanes) <= 1:
+            for lane in lanes:
+                run_lane(lane)
+        else:
+            workers = max(1, min(max_workers, len(lanes)))
+            with concurrent.futures.ThreadPoolExecutor(workers, "toolspan-batch") as pool:
+                # Each lane runs in a copy of this context, so spans keep their parent.
+                futures = [
+                    pool.submit(contextvars.copy_context().run, run_lane, lane) for lane in lanes
+                ]
+                for future in futures:
+                    future.result()
+        return [result for result in results if result is not None]
 
     def __call__(self, call: ToolCall) -> ToolResult:
         return self.execute(call)
@@ -646,6 +866,7 @@ class AsyncExecutor:
         rng: random.Random | None = None,
         hooks: Sequence[Hook] = (),
         span_clock: Callable[[], int] | None = None,
+        safeguards: Safeguards | None = None,
     ) -> None:
         self._core = _Core(
             tools,
@@ -658,6 +879,7 @@ class AsyncExecutor:
             rng=rng,
             hooks=hooks,
             span_clock=span_clock,
+            safeguards=safeguards,
         )
         self._sleep = sleep
 
@@ -672,7 +894,15 @@ class AsyncExecutor:
         run = core.begin(call)
         if isinstance(run, ToolResult):
             return run
+        refused = core.admit(run)
+        if refused is None and run.read_back_first:
+            refused = core.settle_unknown(run, await self._read_back(run))
+        if refused is not None:
+            return refused
         while True:
+            refused = core.may_attempt(run)
+            if refused is not None:
+                return refused
             attempt_span = core.start_attempt(run)
             try:
                 token = _CURRENT_CALL.set(run.call)
@@ -692,23 +922,36 @@ class AsyncExecutor:
                 continue
             return core.succeeded(run, attempt_span, data)
 
+    async def _read_back(self, run: _Run) -> Any:
+        if run.tool.read_back is None:
+            return _SKIPPED
+        try:
+            return await _maybe_await(run.tool.read_back(**run.arguments))
+        except Exception as exc:
+            return self._core.read_back_failed(run, exc)
+
     async def _after_failure(
         self, run: _Run, attempt_span: Span, error: ToolError
     ) -> ToolResult | None:
         core = self._core
-        answer: Any = _SKIPPED
-        if core.needs_read_back(run, error):
-            assert run.tool.read_back is not None
-            try:
-                answer = await _maybe_await(run.tool.read_back(**run.arguments))
-            except Exception as exc:
-                answer = core.read_back_failed(run, exc)
+        answer = await self._read_back(run) if core.needs_read_back(run, error) else _SKIPPED
         outcome = core.settle(run, attempt_span, error, answer)
         if isinstance(outcome, ToolResult):
             return outcome
         await self._sleep(outcome.delay_s)
         core.waited(run, outcome.delay_s)
         return None
+
+    async def execute_batch(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        """Run the calls of one model step concurrently where safe; model order kept."""
+        results: list[ToolResult | None] = [None] * len(calls)
+
+        async def run_lane(lane: list[int]) -> None:
+            for index in lane:
+                results[index] = await self.execute(calls[index])
+
+        await asyncio.gather(*(run_lane(lane) for lane in plan_lanes(calls, self._core.tools)))
+        return [result for result in results if result is not None]
 
     async def __call__(self, call: ToolCall) -> ToolResult:
         return await self.execute(call)

@@ -23,6 +23,7 @@ Status = Literal[
     "in_progress",
     "turn_budget",
     "loop_blocked",
+    "store_unavailable",
 ]
 
 
