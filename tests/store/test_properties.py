@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import Phase, settings
@@ -201,10 +202,10 @@ class ClaimMachine(RuleBasedStateMachine):
 Opener = Callable[[FakeClock], CheckedStore]
 
 
-def _check(new_backend: Callable[[], Opener], examples: int, **extra: object) -> None:
+def _check(new_backend: Callable[[], Opener], examples: int, **extra: Any) -> None:
     """Run the machine; ``new_backend`` gives each example an empty backend to open."""
     run_state_machine_as_test(
-        lambda: ClaimMachine(new_backend()),
+        lambda: ClaimMachine(new_backend()),  # type: ignore[arg-type]  # a factory is fine
         settings=settings(max_examples=examples, stateful_step_count=40, deadline=None, **extra),
     )
 

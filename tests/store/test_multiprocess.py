@@ -1,0 +1,119 @@
+"""OS processes racing for the same keys through SQLite and Redis: one owner per key."""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.redis_server import RedisServer
+from toolspan.tracer.store import SQLiteStore
+from toolspan.tracer.store._base import CheckedStore
+
+pytestmark = pytest.mark.slow
+
+PROCESSES = 4
+KEYS = [f"order-{index}" for index in range(100)]
+INCREMENTS = 100
+LEASE_S = 600.0  # nobody dies here: no takeover may happen
+TTL_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Location:
+    backend: str
+    where: str  # the SQLite path, or the Redis URL
+    prefix: str = ""
+
+    def open(self) -> CheckedStore:
+        if self.backend == "sqlite":
+            return SQLiteStore(self.where)
+        from toolspan.tracer.store import RedisStore
+
+        return RedisStore(self.where, prefix=self.prefix)
+
+
+def race(
+    worker: int, store: CheckedStore | None, location: Location, barrier: Any, results: Any
+) -> None:
+    """Claim each key, all processes at once, until it is ours (complete it) or replays."""
+    store = store if store is not None else location.open()
+    acquired: list[str] = []
+    seen: dict[str, bytes] = {}
+    for key in KEYS:
+        barrier.wait(timeout=60)  # every key is a fresh race: all processes claim at once
+        while key not in seen:
+            claimed = store.claim(key, "same-args", lease_s=LEASE_S, ttl_s=TTL_S)
+            if claimed.outcome == "acquired":
+                assert claimed.token is not None
+                acquired.append(key)
+                result = f"worker-{worker}".encode()
+                assert store.complete(key, claimed.token, result, ttl_s=TTL_S)
+                seen[key] = result
+            elif claimed.outcome == "replay":
+                assert claimed.result is not None
+                seen[key] = claimed.result
+            else:
+                assert claimed.outcome == "in_progress", claimed.outcome
+    for _ in range(INCREMENTS):
+        store.incr("shared-counter", ttl_s=TTL_S)
+    results.put((worker, acquired, seen))
+    store.close()
+
+
+def run_race(location: Location, method: str, parent_store: CheckedStore | None) -> None:
+    context: Any = multiprocessing.get_context(method)
+    barrier = context.Barrier(PROCESSES)
+    results = context.Queue()
+    processes = [
+        context.Process(target=race, args=(worker, parent_store, location, barrier, results))
+        for worker in range(PROCESSES)
+    ]
+    for process in processes:
+        process.start()
+    outcomes = [results.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=30)
+        assert process.exitcode == 0
+
+    owners: dict[str, list[int]] = {key: [] for key in KEYS}
+    for worker, acquired, _ in outcomes:
+        for key in acquired:
+            owners[key].append(worker)
+    assert all(len(workers) == 1 for workers in owners.values()), owners
+    for _, _, seen in outcomes:
+        assert seen == {key: f"worker-{owners[key][0]}".encode() for key in KEYS}
+    store = location.open()
+    assert store.incr("shared-counter", ttl_s=TTL_S, by=0) == PROCESSES * INCREMENTS
+    store.close()
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_sqlite_processes_get_one_owner_per_key(tmp_path: Path, method: str) -> None:
+    location = Location("sqlite", str(tmp_path / "store.db"))
+    parent_store = None
+    if method == "fork":
+        # the children inherit a store whose connection the parent already used
+        parent_store = location.open()
+        parent_store.put("warm", "up", ttl_s=TTL_S)
+    run_race(location, method, parent_store)
+    if parent_store is not None:
+        assert parent_store.get("warm") == "up", "the parent's connection survived the fork"
+        parent_store.close()
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_redis_processes_get_one_owner_per_key(redis_server: RedisServer, method: str) -> None:
+    location = Location("redis", redis_server.url, prefix=f"mp-{uuid.uuid4().hex}:")
+    parent_store = None
+    if method == "fork":
+        parent_store = location.open()
+        parent_store.put("warm", "up", ttl_s=TTL_S)
+    run_race(location, method, parent_store)
+    if parent_store is not None:
+        assert parent_store.get("warm") == "up"
+        parent_store.close()
