@@ -48,6 +48,9 @@ class Analyzer:
         except duckdb.Error as exc:
             raise DatabaseError(f"cannot open database {target}: {exc}") from exc
         self._read_only = read_only
+        # Row order is never relied on (every ordered result says ORDER BY); not
+        # keeping it lets DuckDB scan and insert in parallel with less memory.
+        self._con.execute("SET preserve_insertion_order = false")
         self._con.create_function(
             "toolspan_canonical_json", _canonical_json, ["VARCHAR"], "VARCHAR", side_effects=False
         )

@@ -171,8 +171,6 @@ def _attributes_problem(attributes: Any, where: str) -> str | None:
         return f"{where}.attributes is not an array"
     seen: set[str] = set()
     for n, attribute in enumerate(attributes or ()):
-        if attribute is None:
-            continue
         key = attribute.get("key") if isinstance(attribute, dict) else None
         if not isinstance(key, str):
             return f"{where}.attributes[{n}] has no string key"

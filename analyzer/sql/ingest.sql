@@ -8,7 +8,7 @@ WHERE has_span
            AND coalesce(regexp_full_match(span_id, '[0-9a-f]{16}'), false));
 
 -- name: file_counts
-SELECT source_file, count(DISTINCT request_no) AS lines, count(*) FILTER (WHERE has_span) AS spans
+SELECT source_file, count(*) FILTER (WHERE first_of_line) AS lines, count(*) FILTER (WHERE has_span) AS spans
 FROM stage
 GROUP BY source_file;
 

@@ -4,13 +4,17 @@
 -- and kvlistValue as their OTLP JSON). Ids are lowercased; ids that are not hex
 -- of the right length are kept here and rejected by the caller. Every request
 -- yields at least one row (span columns NULL when it holds no span), so the
--- caller can count the lines read without a second pass.
+-- caller can count the lines read without a second pass (WITH ORDINALITY would
+-- do it too, at the price of an ordered, slower scan).
 -- name: or_null_macro
 CREATE OR REPLACE TEMP MACRO _or_null(items) AS CASE WHEN len(items) > 0 THEN items ELSE [NULL] END;
 
 -- name: stage_select
 WITH request AS (
-    SELECT filename AS source_file, ordinality AS request_no, unnest(_or_null(resourceSpans)) AS resource_spans
+    SELECT
+        filename AS source_file,
+        unnest(_or_null(resourceSpans)) AS resource_spans,
+        generate_subscripts(_or_null(resourceSpans), 1) AS resource_no
     FROM read_json(
         ?,
         format = 'newline_delimited',
@@ -31,18 +35,22 @@ WITH request AS (
                 )[]
             )[]'
         }
-    ) WITH ORDINALITY
+    )
 ),
 scope AS (
     SELECT
         source_file,
-        request_no,
+        resource_no,
         list_filter(resource_spans.resource.attributes, lambda a: a.key = 'service.name')[1].value.stringValue AS service_name,
-        unnest(_or_null(resource_spans.scopeSpans)) AS scope_spans
+        unnest(_or_null(resource_spans.scopeSpans)) AS scope_spans,
+        generate_subscripts(_or_null(resource_spans.scopeSpans), 1) AS scope_no
     FROM request
 ),
 span AS (
-    SELECT source_file, request_no, service_name, scope_spans.scope.name AS scope_name, unnest(_or_null(scope_spans.spans)) AS s
+    SELECT
+        source_file, resource_no, scope_no, service_name, scope_spans.scope.name AS scope_name,
+        unnest(_or_null(scope_spans.spans)) AS s,
+        generate_subscripts(_or_null(scope_spans.spans), 1) AS span_no
     FROM scope
 )
 SELECT
@@ -64,13 +72,16 @@ SELECT
     nullif(s.status.message, '') AS status_message,
     service_name,
     scope_name,
-    map_from_entries(list_transform(
-        list_filter(s.attributes, lambda a: a.key IS NOT NULL),
-        lambda a: {'key': a.key, 'value': coalesce(
+    -- map() rejects NULL and duplicate keys: such a line fails the typed read
+    -- and is then reported by the line-by-line reader.
+    map(
+        list_transform(s.attributes, lambda a: a.key),
+        list_transform(s.attributes, lambda a: coalesce(
             a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
-            a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR)}
-    )) AS attributes,
+            a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR))
+    ) AS attributes,
     source_file,
-    request_no,
+    -- The first row of every request: counting them counts the lines read.
+    resource_no = 1 AND scope_no = 1 AND span_no = 1 AS first_of_line,
     s IS NOT NULL AS has_span
 FROM span;

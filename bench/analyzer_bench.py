@@ -1,0 +1,382 @@
+"""Benchmark: `toolspan analyze` end to end against DuckDB's own floors.
+
+Generates >= 1,000,000 spans of OTLP/JSON lines (Collector file-exporter
+format: one ExportTraceServiceRequest of 512 spans per line, hex ids, int64 as
+strings) into bench/.data/, then times, each in a fresh process so that peak
+memory (RSS) is measured per step:
+
+  parse floor    DuckDB read_json_objects over the files (JSON parse only)
+  typed unnest   DuckDB read_json with the OTLP schema, spans unnested into a table
+  analyze        Analyzer.ingest + findings + summary, in memory (what `toolspan analyze` does)
+  analyze (db)   the same into a database file
+  re-analyze     the same files again on that database (already ingested)
+  pandas         json.loads + pandas.json_normalize of the spans, on a subset, extrapolated
+
+Usage: python bench/analyzer_bench.py [--spans 1000000] [--files 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+DATA = Path(__file__).resolve().parent / ".data"
+SPANS_PER_LINE = 512
+T0_NS = 1_767_225_600_000_000_000
+TOOLS = ["search", "get_weather", "send_email", "create_ticket", "lookup_order", "refund"]
+WRITES = {"send_email", "create_ticket", "refund"}
+
+
+# -- corpus ---------------------------------------------------------------------
+
+
+def _attr(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    if isinstance(value, float):
+        return {"key": key, "value": {"doubleValue": value}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+class _Corpus:
+    """Agent-like traces: conversations of chat, HTTP and tool-call spans."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.now = T0_NS
+
+    def _id(self, n_bytes: int) -> str:
+        return self.rng.getrandbits(8 * n_bytes).to_bytes(n_bytes, "big").hex()
+
+    def _span(
+        self,
+        trace_id: str,
+        parent: str | None,
+        name: str,
+        attrs: dict[str, Any],
+        error: str | None = None,
+        ms: float = 5.0,
+    ) -> dict[str, Any]:
+        start = self.now
+        self.now += int(ms * 1e6)
+        span: dict[str, Any] = {
+            "traceId": trace_id,
+            "spanId": self._id(8),
+            "flags": 256,
+            "name": name,
+            "kind": 1,
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(self.now),
+            "attributes": [_attr(k, v) for k, v in attrs.items()],
+            "status": {"code": 2, "message": error} if error else {},
+        }
+        if parent:
+            span["parentSpanId"] = parent
+        return span
+
+    def conversation(self, n: int) -> list[dict[str, Any]]:
+        trace_id, conv = self._id(16), f"conv-{n}"
+        root = self._span(
+            trace_id,
+            None,
+            "invoke_agent bench",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": conv},
+        )
+        spans = [root]
+        for turn in range(self.rng.randint(2, 6)):
+            spans.append(
+                self._span(
+                    trace_id,
+                    root["spanId"],
+                    "chat gpt-bench",
+                    {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.request.model": "gpt-bench",
+                        "gen_ai.usage.input_tokens": self.rng.randint(100, 4000),
+                    },
+                )
+            )
+            spans.append(
+                self._span(
+                    trace_id,
+                    spans[-1]["spanId"],
+                    "POST",
+                    {
+                        "http.request.method": "POST",
+                        "http.response.status_code": 200,
+                        "url.full": "https://llm.example/v1/chat",
+                    },
+                )
+            )
+            repeats = 3 if self.rng.random() < 0.05 else 1  # a loop now and then
+            tool = self.rng.choice(TOOLS)
+            args = {"q": f"{tool}-{n}-{turn}", "n": self.rng.randint(1, 9)}
+            for _ in range(repeats):
+                spans.extend(self._call(trace_id, root["spanId"], conv, tool, args, f"t{turn}"))
+        return spans
+
+    def _call(
+        self, trace_id: str, parent: str, conv: str, tool: str, args: dict[str, Any], turn: str
+    ) -> list[dict[str, Any]]:
+        text = json.dumps(args, sort_keys=True, separators=(",", ":"))
+        outcomes = ["http_503"] * (self.rng.random() < 0.2) + ["ok"]
+        common = {
+            "gen_ai.tool.name": tool,
+            "gen_ai.tool.call.id": f"call_{self._id(6)}",
+            "gen_ai.tool.type": "function",
+            "gen_ai.conversation.id": conv,
+            "toolspan.request.id": f"req-{conv}",
+            "toolspan.turn.id": turn,
+            "toolspan.side_effect": "write" if tool in WRITES else "none",
+        }
+        call = self._span(
+            trace_id,
+            parent,
+            f"execute_tool {tool}",
+            {
+                **common,
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.call.arguments": text,
+                "toolspan.args.hash": hashlib.sha256(text.encode()).hexdigest(),
+                "toolspan.result.hash": hashlib.sha256(tool.encode()).hexdigest(),
+                "toolspan.status": "succeeded",
+                "toolspan.retryable": False,
+                "toolspan.attempts": len(outcomes),
+                "toolspan.total_wait_s": 0.5 * (len(outcomes) - 1),
+            },
+            ms=1,
+        )
+        attempts = [
+            self._span(
+                trace_id,
+                call["spanId"],
+                f"attempt {i} {tool}",
+                {
+                    **common,
+                    "toolspan.attempt": i,
+                    "http.request.resend_count": i - 1,
+                    "toolspan.attempt.outcome": outcome,
+                    "toolspan.retry.delay_s": 0.0,
+                    "toolspan.retry.elapsed_wait_s": 0.5 * (i - 1),
+                },
+                error=None if outcome == "ok" else outcome,
+            )
+            for i, outcome in enumerate(outcomes, start=1)
+        ]
+        call["endTimeUnixNano"] = attempts[-1]["endTimeUnixNano"]
+        return [call, *attempts]
+
+
+def _request_line(spans: list[dict[str, Any]]) -> bytes:
+    request = {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [
+                        _attr("service.name", "bench-agent"),
+                        _attr("telemetry.sdk.language", "python"),
+                    ]
+                },
+                "scopeSpans": [{"scope": {"name": "toolspan"}, "spans": spans}],
+            }
+        ]
+    }
+    return orjson.dumps(request) + b"\n"
+
+
+def generate(total_spans: int, n_files: int) -> list[Path]:
+    """Write the corpus once (cached by size) and return its files."""
+    folder = DATA / f"spans-{total_spans}-files-{n_files}"
+    done = folder / ".complete"
+    files = [folder / f"traces-{i:02d}.jsonl" for i in range(n_files)]
+    if done.exists():
+        return files
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus, written, conv = _Corpus(seed=7), 0, 0
+    per_file = total_spans // n_files + 1
+    for path in files:
+        with path.open("wb") as out:
+            pending: list[dict[str, Any]] = []
+            file_spans = 0
+            while file_spans < per_file and written < total_spans:
+                spans = corpus.conversation(conv)
+                conv += 1
+                pending.extend(spans)
+                file_spans += len(spans)
+                written += len(spans)
+                while len(pending) >= SPANS_PER_LINE:
+                    out.write(_request_line(pending[:SPANS_PER_LINE]))
+                    pending = pending[SPANS_PER_LINE:]
+            if pending:
+                out.write(_request_line(pending))
+    done.write_text(str(written))
+    return files
+
+
+# -- steps (each run in its own process) ----------------------------------------
+
+
+def _typed_columns() -> str:
+    from toolspan.analyzer._sql import statement
+
+    sql = statement("read_batch", "stage_select")
+    start = sql.index("columns = {")
+    return sql[start + len("columns = ") : sql.index("}", sql.index("'resourceSpans'")) + 1]
+
+
+def step(name: str, files: list[str], db: str | None) -> dict[str, Any]:
+    import duckdb
+
+    started = time.perf_counter()
+    result: dict[str, Any] = {}
+    if name == "parse":
+        con = duckdb.connect()
+        row = con.execute(
+            "SELECT count(*) FROM read_json_objects(?, format='newline_delimited')", [files]
+        ).fetchone()
+        result["lines"] = row[0] if row else 0
+    elif name == "unnest":
+        con = duckdb.connect()
+        con.execute(
+            f"""CREATE TABLE s AS
+            WITH r AS (SELECT unnest(resourceSpans) AS r FROM read_json(?,
+                       format='newline_delimited', records=true, columns={_typed_columns()})),
+                 ss AS (SELECT unnest(r.scopeSpans) AS ss FROM r),
+                 sp AS (SELECT unnest(ss.spans) AS s FROM ss)
+            SELECT s.traceId AS trace_id, s.spanId AS span_id, s.parentSpanId AS parent_span_id,
+                   s.name AS name, s.kind AS kind, s.startTimeUnixNano::BIGINT AS start_ns,
+                   s.endTimeUnixNano::BIGINT AS end_ns, s.status.code AS status_code,
+                   s.attributes AS attributes
+            FROM sp""",
+            [files],
+        )
+        row = con.execute("SELECT count(*) FROM s").fetchone()
+        result["spans"] = row[0] if row else 0
+    elif name in {"analyze", "reanalyze"}:
+        from toolspan.analyzer import Analyzer
+
+        with Analyzer(db) as az:
+            report = az.ingest(files)
+            findings = az.findings()
+            summary = az.summary()
+        result.update(
+            spans=report.spans,
+            skipped=report.skipped_files,
+            calls=summary["calls"],
+            findings=len(findings),
+        )
+    elif name == "pandas":
+        import pandas as pd
+
+        subset = 50_000
+        records: list[dict[str, Any]] = []
+        with open(files[0], "rb") as source:
+            for line in source:
+                for rs in orjson.loads(line)["resourceSpans"]:
+                    for ss in rs["scopeSpans"]:
+                        records.extend(ss["spans"])
+                if len(records) >= subset:
+                    break
+        frame = pd.json_normalize(records)
+        # The attributes stay a list per row in json_normalize; explode them like a real analysis.
+        pd.json_normalize(frame.explode("attributes")["attributes"].dropna().tolist())
+        result["spans"] = len(records)
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+def run_step(name: str, files: list[Path], db: Path | None = None) -> dict[str, Any]:
+    """Run one step in a child process; add its peak RSS (MB)."""
+    command = [sys.executable, __file__, "--step", name, "--db", str(db or ""), *map(str, files)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # RUSAGE_CHILDREN is the max over children so far: exact for a growing series.
+    result["peak_rss_mb"] = round(max(peak, before) / 1024)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--step", help=argparse.SUPPRESS)
+    parser.add_argument("--db", default="", help=argparse.SUPPRESS)
+    parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.step:
+        print(json.dumps(step(args.step, args.paths, args.db or None)))
+        return
+    files = generate(args.spans, args.files)
+    size_mb = sum(f.stat().st_size for f in files) / 1e6
+    print(
+        f"corpus: {args.spans:,} spans, {len(files)} files, {size_mb:,.0f} MB, "
+        f"{os.cpu_count()} CPUs, DuckDB threads default"
+    )
+    db = DATA / "bench.duckdb"
+    for stale in (db, Path(f"{db}.wal")):
+        stale.unlink(missing_ok=True)
+    # Steps in order of growing memory, because the child peak RSS is a running max.
+    results = {
+        "parse": run_step("parse", files),
+        "pandas": run_step("pandas", files),
+        "unnest": run_step("unnest", files),
+        "analyze": run_step("analyze", files),
+        "analyze_db": run_step("analyze", files, db),
+        "reanalyze_db": run_step("reanalyze", files, db),
+    }
+    pandas_full = results["pandas"]["seconds"] * args.spans / results["pandas"]["spans"]
+    unnest, parse = results["unnest"]["seconds"], results["parse"]["seconds"]
+    rows = [
+        ("DuckDB parse floor (read_json_objects)", parse, results["parse"]),
+        ("DuckDB bare typed unnest", unnest, results["unnest"]),
+        ("toolspan analyze, in memory", results["analyze"]["seconds"], results["analyze"]),
+        (
+            "toolspan analyze, database file",
+            results["analyze_db"]["seconds"],
+            results["analyze_db"],
+        ),
+        (
+            "toolspan analyze again (already ingested)",
+            results["reanalyze_db"]["seconds"],
+            results["reanalyze_db"],
+        ),
+        (
+            f"pandas json_normalize (x{args.spans // results['pandas']['spans']} of a subset)",
+            pandas_full,
+            results["pandas"],
+        ),
+    ]
+    print(f"{'step':<48} {'seconds':>8} {'vs unnest':>10} {'vs parse':>9} {'peak RSS':>9}")
+    for label, seconds, result in rows:
+        print(
+            f"{label:<48} {seconds:>8.2f} {seconds / unnest:>9.2f}x {seconds / parse:>8.2f}x "
+            f"{result['peak_rss_mb']:>6} MB"
+        )
+    print(
+        f"analyze: {results['analyze']['spans']:,} spans, {results['analyze']['calls']:,} calls, "
+        f"{results['analyze']['findings']:,} findings; re-analysis costs "
+        f"{results['reanalyze_db']['seconds'] / results['analyze_db']['seconds']:.1%}"
+        " of the first run"
+    )
+    print("(peak RSS is the running maximum over the child processes, in the order above)")
+
+
+if __name__ == "__main__":
+    main()
