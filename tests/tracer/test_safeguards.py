@@ -1,0 +1,238 @@
+"""Idempotency, turn budget, loop guard and who-retried, through the executor.
+
+The same scenarios run on the in-memory and the SQLite store (the store
+behaviour suite covers Redis; the chaos test runs the executor on Redis).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from toolspan.tracer import Executor, Safeguards, Tool, ToolCall, ToolError
+from toolspan.tracer.store import MemoryStore, SQLiteStore, StoreError
+from toolspan.tracer.testing import FakeClock
+
+from .conftest import Scripted
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path):
+    wall = FakeClock(start=1_767_225_600.0)
+    made = (
+        MemoryStore(clock=wall)
+        if request.param == "memory"
+        else SQLiteStore(tmp_path / "guards.sqlite", clock=wall)
+    )
+    made.wall = wall  # tests move the store's clock forward
+    yield made
+    made.close()
+
+
+def build(spans, tools, store, **guard_options):
+    clock = FakeClock()
+    return Executor(
+        tools,
+        tracer_provider=spans.provider,
+        sleep=clock.sleep,
+        clock=clock,
+        rng=random.Random(0),
+        safeguards=Safeguards(store=store, **guard_options),
+    )
+
+
+def charge(key="order-1:charge", call_id="c1", amount=5, conversation="conv", request="req-1"):
+    return ToolCall(
+        "charge",
+        call_id,
+        {"order_id": "order-1", "amount": amount},
+        conversation_id=conversation,
+        request_id=request,
+        idempotency_key=key,
+    )
+
+
+def test_same_key_same_arguments_replays_without_executing(spans, store):
+    fake = Scripted({"charge_id": "ch_1"})
+    executor = build(spans, [Tool("charge", fake, side_effect="write", idempotent=True)], store)
+    first = executor.execute(charge(call_id="c1"))
+    again = executor.execute(charge(call_id="c2"))  # the model re-planned the same step
+    assert first.data == again.data == {"charge_id": "ch_1"}
+    assert (again.replayed, again.attempts, len(fake.calls)) == (True, 0, 1)
+    replay_span = spans.calls()[-1]
+    assert spans.attrs(replay_span)["toolspan.idempotency.replayed"] is True
+    assert (
+        spans.attrs(replay_span)["toolspan.result.hash"]
+        == spans.attrs(spans.calls()[0])["toolspan.result.hash"]
+    )
+
+
+def test_same_key_other_arguments_is_a_conflict_and_runs_nothing(spans, store):
+    fake = Scripted({"charge_id": "ch_1"})
+    executor = build(spans, [Tool("charge", fake, side_effect="write", idempotent=True)], store)
+    executor.execute(charge(amount=5))
+    conflict = executor.execute(charge(amount=500, call_id="c2"))
+    assert (conflict.status, conflict.retryable, len(fake.calls)) == (
+        "idempotency_conflict",
+        False,
+        1,
+    )
+
+
+def test_in_flight_key_gives_in_progress(spans, store):
+    started, release = threading.Event(), threading.Event()
+    outcomes = []
+
+    def slow_charge(order_id, amount):
+        started.set()
+        release.wait(5)
+        return {"charge_id": "ch_1"}
+
+    executor = build(
+        spans, [Tool("charge", slow_charge, side_effect="write", idempotent=True)], store
+    )
+    worker = threading.Thread(target=lambda: outcomes.append(executor.execute(charge())))
+    worker.start()
+    assert started.wait(5)
+    busy = executor.execute(charge(call_id="c2"))
+    release.set()
+    worker.join(5)
+    assert (busy.status, busy.retryable, busy.attempts) == ("in_progress", True, 0)
+    assert outcomes[0].status == "succeeded"
+
+
+def test_failures_are_not_stored_so_a_later_call_may_run(spans, store):
+    fake = Scripted(ToolError.from_status(400), {"charge_id": "ch_2"})
+    executor = build(spans, [Tool("charge", fake, side_effect="write", idempotent=True)], store)
+    assert executor.execute(charge()).status == "permanent_error"
+    later = executor.execute(charge(call_id="c2"))
+    assert (later.status, later.replayed, len(fake.calls)) == ("succeeded", False, 2)
+
+
+def test_unknown_outcome_is_read_back_by_the_next_call(spans, store):
+    ledger: list[str] = []
+
+    def legacy_charge(order_id, amount):
+        ledger.append(order_id)
+        raise TimeoutError  # committed, response lost
+
+    def read_back(order_id, amount):
+        return {"charge_id": "ch_x"} if order_id in ledger else None
+
+    charge_tool = Tool("charge", legacy_charge, side_effect="write", read_back=read_back)
+    executor = build(spans, [charge_tool], store)
+    # The first call's own read-back settles it at once.
+    first = executor.execute(charge())
+    assert (first.status, first.reconciled, len(ledger)) == ("succeeded", True, 1)
+    assert executor.execute(charge(call_id="c2")).replayed
+
+
+def test_an_abandoned_claim_with_other_arguments_is_still_a_conflict(spans, store):
+    store.claim("order-1:charge", "other-arguments", lease_s=1.0, ttl_s=60)
+    store.wall.advance(5.0)  # its lease ran out, but the arguments differ
+    ran = Scripted({"charge_id": "again"})
+    charge_tool = Tool("charge", ran, side_effect="write", read_back=lambda **_: None)
+    assert build(spans, [charge_tool], store).execute(charge()).status == "idempotency_conflict"
+    assert ran.calls == []
+
+
+def test_takeover_reads_back_before_executing(spans, store):
+    ledger: list[str] = []
+    fake_clock = store.wall
+
+    def charge_fn(order_id, amount):
+        ledger.append(order_id)
+        return {"charge_id": "ch_1"}
+
+    charge_tool = Tool(
+        "charge",
+        charge_fn,
+        side_effect="write",
+        read_back=lambda order_id, amount: {"charge_id": "ch_1"} if ledger else None,
+    )
+    executor = build(spans, [charge_tool], store, lease_s=1.0)
+    # Simulate a worker that claimed with the same arguments, committed, then died.
+    from toolspan.tracer._canonical import canonical_json, fingerprint
+
+    same = fingerprint(canonical_json({"order_id": "order-1", "amount": 5}), None)
+    assert store.claim("order-1:charge", same, lease_s=1.0, ttl_s=60).outcome == "acquired"
+    ledger.append("order-1")
+    assert executor.execute(charge()).status == "in_progress"  # lease still running
+    fake_clock.advance(2.0)
+    taken = executor.execute(charge(call_id="c3"))
+    assert (taken.status, taken.reconciled, len(ledger)) == ("succeeded", True, 1)
+    assert spans.attrs(spans.calls()[-1])["toolspan.read_back"] == "found"
+
+
+def test_turn_budget_caps_attempts_per_action_in_a_request(spans, store):
+    fake = Scripted(*([ToolError("timeout")] * 10))
+    executor = build(spans, [Tool("weather", fake)], store, max_attempts_per_action=5)
+    call = ToolCall("weather", "c1", {"city": "Oslo"}, conversation_id="conv", request_id="r1")
+    first = executor.execute(call)
+    assert (first.status, first.attempts) == ("attempt_limit", 4)
+    repair = executor.execute(
+        ToolCall("weather", "c2", {"city": "Oslo"}, conversation_id="conv", request_id="r1")
+    )
+    assert (repair.status, repair.attempts, len(fake.calls)) == ("turn_budget", 1, 5)
+    refused = executor.execute(
+        ToolCall("weather", "c3", {"city": "Oslo"}, conversation_id="conv", request_id="r1")
+    )
+    assert (refused.status, refused.attempts, len(fake.calls)) == ("turn_budget", 0, 5)
+    other_request = executor.execute(
+        ToolCall("weather", "c4", {"city": "Oslo"}, conversation_id="conv", request_id="r2")
+    )
+    assert other_request.attempts == 4
+
+
+def test_loop_guard_refuses_the_fourth_identical_answer(spans, store):
+    fake = Scripted({"status": "pending"})
+    executor = build(spans, [Tool("order_status", fake)], store, loop_threshold=3)
+    results = [
+        executor.execute(ToolCall("order_status", f"c{i}", {"id": 1}, conversation_id="conv"))
+        for i in range(5)
+    ]
+    assert [r.status for r in results] == ["succeeded"] * 3 + ["loop_blocked"] * 2
+    assert len(fake.calls) == 3
+    other_conversation = executor.execute(
+        ToolCall("order_status", "x", {"id": 1}, conversation_id="other")
+    )
+    assert other_conversation.ok
+
+
+def test_polling_with_progress_is_not_a_loop(spans, store):
+    answers = [{"status": s} for s in ("queued", "running", "running", "done", "done")]
+    fake = Scripted(*answers)
+    executor = build(spans, [Tool("job", fake)], store, loop_threshold=3)
+    results = [
+        executor.execute(ToolCall("job", f"c{i}", {"id": 1}, conversation_id="conv"))
+        for i in range(5)
+    ]
+    assert all(r.ok for r in results)
+
+
+def test_model_initiated_retry_names_the_failed_call(spans, store):
+    fake = Scripted(ToolError.from_status(404), {"ok": 1})
+    executor = build(spans, [Tool("lookup", fake)], store)
+    executor.execute(ToolCall("lookup", "call_a", {"q": 1}, conversation_id="conv"))
+    executor.execute(ToolCall("lookup", "call_b", {"q": 1}, conversation_id="conv"))
+    executor.execute(ToolCall("lookup", "call_c", {"q": 1}, conversation_id="conv"))
+    first, second, third = (spans.attrs(s) for s in spans.calls())
+    assert "toolspan.retry.initiator" not in first
+    assert (second["toolspan.retry.initiator"], second["toolspan.retry.of"]) == ("model", "call_a")
+    assert "toolspan.retry.initiator" not in third  # call_b succeeded: nothing to repeat
+
+
+class BrokenStore(MemoryStore):
+    def claim(self, *args, **kwargs):
+        raise StoreError("redis: connection refused")
+
+
+def test_a_failing_store_fails_closed(spans):
+    fake = Scripted({"charge_id": "ch_1"})
+    executor = build(
+        spans, [Tool("charge", fake, side_effect="write", idempotent=True)], BrokenStore()
+    )
+    result = executor.execute(charge())
+    assert (result.status, result.retryable, fake.calls) == ("store_unavailable", True, [])
