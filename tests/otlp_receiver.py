@@ -174,11 +174,14 @@ def _http_handler(store: _Store) -> type[BaseHTTPRequestHandler]:
                 body = gzip.decompress(body)
             store.accept("http", body)
             answer = ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the exporter gave up waiting (a slow-collector test): expected
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # keep test output clean

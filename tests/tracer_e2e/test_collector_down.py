@@ -1,0 +1,190 @@
+"""A collector that is down or slow never breaks a tool call nor slows it.
+
+Measured, not assumed: per-call latency of ``Executor.execute`` with OTLP
+export pointed at (a) a closed port and (b) a receiver that answers every
+export 2 s late, against the same calls with no exporter at all. The SDK's
+``BatchSpanProcessor`` exports on its own thread and drops spans when its
+queue is full, so the call path only pays for queueing a span.
+
+Run with ``-s`` to see the numbers (they are also recorded as junit
+properties).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pytest
+
+from toolspan.tracer import Executor, ToolCall, ToolError, ToolResult, setup_telemetry
+from toolspan.tracer.testing import FakeClock
+
+from ..otlp_receiver import LOOPBACK, OtlpReceiver, free_port
+from .fake_service import FakeBikeShare
+
+pytestmark = pytest.mark.slow
+
+Protocol = Literal["grpc", "http/protobuf"]
+Collector = Literal["down", "slow"]
+
+EXPORT_TIMEOUT_S = 0.5
+SLOW_COLLECTOR_DELAY_S = 2.0
+WARMUP_CALLS = 300
+# 2 spans a call: 3000 spans overflow the SDK's queue (2048), so the test
+# also covers "queue full": spans are dropped, the call does not wait.
+MEASURED_CALLS = 1500
+# The SDK's default queue and batch sizes: at shutdown it drains at most
+# this many batches, each bounded by the export timeout.
+_MAX_PENDING_BATCHES = 2048 // 512 + 1
+
+
+@dataclass(frozen=True)
+class Latency:
+    p50_us: float
+    p99_us: float
+    max_us: float
+
+    @classmethod
+    def of(cls, samples_ns: list[int]) -> Latency:
+        ordered = sorted(samples_ns)
+        return cls(
+            p50_us=ordered[len(ordered) // 2] / 1000,
+            p99_us=ordered[int(len(ordered) * 0.99)] / 1000,
+            max_us=ordered[-1] / 1000,
+        )
+
+    def __str__(self) -> str:
+        return f"p50 {self.p50_us:.1f} us, p99 {self.p99_us:.1f} us, max {self.max_us:.0f} us"
+
+
+def execute_many(
+    tracer_provider: Any, count: int, warmup: int = WARMUP_CALLS
+) -> tuple[Latency, list[ToolResult]]:
+    """``count`` calls after ``warmup`` (every 5th retried once), timed one by one."""
+    service = FakeBikeShare()
+    clock = FakeClock()
+    executor = Executor(
+        service.tools(),
+        tracer_provider=tracer_provider,
+        sleep=clock.sleep,
+        clock=clock,
+        rng=random.Random(3),
+    )
+    samples: list[int] = []
+    results: list[ToolResult] = []
+    for index in range(warmup + count):
+        dock = f"D{index}"
+        if index % 5 == 0:
+            service.fail_next(dock, ToolError.from_status(503))
+        call = ToolCall("get_dock_status", f"call-{index}", {"dock_id": dock}, "conv-1", "r", "t")
+        started = time.perf_counter_ns()
+        result = executor.execute(call)
+        elapsed = time.perf_counter_ns() - started
+        if index >= warmup:
+            samples.append(elapsed)
+            results.append(result)
+    return Latency.of(samples), results
+
+
+def check_results(results: list[ToolResult]) -> None:
+    """Telemetry trouble changed no answer."""
+    assert all(result.ok and result.status == "succeeded" for result in results)
+    attempts = [result.attempts for result in results]
+    assert sorted(attempts) == sorted(2 if i % 5 == 0 else 1 for i in range(len(results)))
+
+
+@contextmanager
+def collector_endpoint(collector: Collector, protocol: Protocol) -> Iterator[OtlpReceiver | str]:
+    """An endpoint nobody listens on, or a receiver that answers late."""
+    if collector == "down":
+        yield f"http://{LOOPBACK}:{free_port()}"
+        return
+    with OtlpReceiver(delay_s=SLOW_COLLECTOR_DELAY_S) as receiver:
+        yield receiver
+
+
+def endpoint_of(target: OtlpReceiver | str, protocol: Protocol) -> str:
+    if isinstance(target, str):
+        return target
+    return target.grpc_endpoint if protocol == "grpc" else target.http_endpoint
+
+
+@pytest.fixture(autouse=True)
+def quiet_exporter_logs() -> Iterator[None]:
+    # The exporters log every failed export; that is their job, not noise here.
+    logger = logging.getLogger("opentelemetry.exporter")
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(previous)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("collector", ["down", "slow"])
+def test_a_down_or_slow_collector_costs_the_call_nothing(
+    collector: Collector, protocol: Protocol, record_property: Any
+) -> None:
+    no_export = setup_telemetry("toolspan-test", otlp=False, set_global=False)
+    baseline, _ = execute_many(no_export.tracer_provider, MEASURED_CALLS)
+    no_export.shutdown()
+
+    with collector_endpoint(collector, protocol) as target:
+        telemetry = setup_telemetry(
+            "toolspan-test",
+            otlp=True,
+            protocol=protocol,
+            endpoint=endpoint_of(target, protocol),
+            set_global=False,
+            export_timeout_s=EXPORT_TIMEOUT_S,
+        )
+        # Not vacuous: the OTLP exporter really is in the pipeline.
+        assert telemetry.exporters == ["otlp-grpc" if protocol == "grpc" else "otlp-http"]
+        latency, results = execute_many(telemetry.tracer_provider, MEASURED_CALLS)
+        started = time.monotonic()
+        telemetry.shutdown()
+        shutdown_s = time.monotonic() - started
+        if isinstance(target, OtlpReceiver):
+            assert target.requests, "the slow collector never saw an export attempt"
+
+    check_results(results)
+    report = (
+        f"collector {collector}, {protocol}: no exporter {baseline}; "
+        f"with exporter {latency}; shutdown {shutdown_s:.2f} s"
+    )
+    print(report)
+    record_property("latency", report)
+    # Generous bounds (a 2-core CI box is noisy); the typical cost is a few us.
+    assert latency.p50_us <= 2 * baseline.p50_us + 200, report
+    # Shutdown drains what is queued: at most a queue's worth of batches,
+    # each given up after the export timeout, never an unbounded hang.
+    assert shutdown_s <= _MAX_PENDING_BATCHES * EXPORT_TIMEOUT_S + 1.5, report
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("collector", ["down", "slow"])
+def test_shutdown_with_one_batch_pending_takes_about_the_export_timeout(
+    collector: Collector, protocol: Protocol
+) -> None:
+    with collector_endpoint(collector, protocol) as target:
+        telemetry = setup_telemetry(
+            "toolspan-test",
+            otlp=True,
+            protocol=protocol,
+            endpoint=endpoint_of(target, protocol),
+            set_global=False,
+            export_timeout_s=EXPORT_TIMEOUT_S,
+        )
+        # 120 spans: less than one batch (512), so nothing is exported before
+        # shutdown and shutdown makes exactly one export attempt.
+        _, results = execute_many(telemetry.tracer_provider, 50, warmup=0)
+        started = time.monotonic()
+        telemetry.shutdown()
+        shutdown_s = time.monotonic() - started
+    check_results(results)
+    assert shutdown_s <= EXPORT_TIMEOUT_S + 0.5, f"shutdown took {shutdown_s:.2f} s"
