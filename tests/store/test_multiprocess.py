@@ -93,8 +93,15 @@ def run_race(location: Location, method: str, parent_store: CheckedStore | None)
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_sqlite_processes_get_one_owner_per_key(tmp_path: Path, method: str) -> None:
-    location = Location("sqlite", str(tmp_path / "store.db"))
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_processes_get_one_owner_per_key(
+    backend: str, method: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        location = Location("sqlite", str(tmp_path / "store.db"))
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        location = Location("redis", server.url, prefix=f"mp-{uuid.uuid4().hex}:")
     parent_store = None
     if method == "fork":
         # the children inherit a store whose connection the parent already used
@@ -103,17 +110,4 @@ def test_sqlite_processes_get_one_owner_per_key(tmp_path: Path, method: str) -> 
     run_race(location, method, parent_store)
     if parent_store is not None:
         assert parent_store.get("warm") == "up", "the parent's connection survived the fork"
-        parent_store.close()
-
-
-@pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_redis_processes_get_one_owner_per_key(redis_server: RedisServer, method: str) -> None:
-    location = Location("redis", redis_server.url, prefix=f"mp-{uuid.uuid4().hex}:")
-    parent_store = None
-    if method == "fork":
-        parent_store = location.open()
-        parent_store.put("warm", "up", ttl_s=TTL_S)
-    run_race(location, method, parent_store)
-    if parent_store is not None:
-        assert parent_store.get("warm") == "up"
         parent_store.close()

@@ -10,6 +10,7 @@ import redis
 
 from tests.redis_server import RedisServer
 from tests.store.conftest import FakeClock
+from toolspan.tracer import ConfigurationError
 from toolspan.tracer.store import RedisStore, StoreError
 from toolspan.tracer.store._redis import _GC_MARGIN_S
 
@@ -63,11 +64,15 @@ def test_a_client_passed_in_stays_open(client: redis.Redis, prefix: str) -> None
     assert client.ping()
 
 
-def test_text_clients_are_refused(redis_server: RedisServer) -> None:
+def test_bad_settings_are_refused(redis_server: RedisServer) -> None:
     text_client = redis.Redis.from_url(redis_server.url, decode_responses=True)
-    with pytest.raises(ValueError, match="decode_responses"):
+    with pytest.raises(ConfigurationError, match="decode_responses"):
         RedisStore(text_client)
     text_client.close()
+    with pytest.raises(ConfigurationError, match="not a redis URL"):
+        RedisStore("http://127.0.0.1:1")
+    with pytest.raises(ConfigurationError, match="prefix"):
+        RedisStore(redis_server.url, prefix=None)  # type: ignore[arg-type]
 
 
 def test_scripts_reload_after_the_server_forgets_them(client: redis.Redis, prefix: str) -> None:

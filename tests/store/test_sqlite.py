@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.conftest import FakeClock
+from toolspan.tracer import ConfigurationError, ToolspanError
 from toolspan.tracer.store import SQLiteStore, StoreError
 
 
@@ -47,14 +48,17 @@ def test_forgotten_rows_are_purged(tmp_path: Path) -> None:
 
 
 def test_in_memory_databases_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="MemoryStore"):
+    with pytest.raises(ConfigurationError, match="MemoryStore"):
         SQLiteStore(":memory:")
+    with pytest.raises(ConfigurationError, match="busy_timeout_s"):
+        SQLiteStore(tmp_path / "s.db", busy_timeout_s=0)
 
 
 def test_a_missing_directory_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="cannot open") as caught:
         SQLiteStore(tmp_path / "no" / "such" / "dir" / "s.db")
     assert isinstance(caught.value.__cause__, sqlite3.Error)
+    assert isinstance(caught.value, ToolspanError), "one exception tree for toolspan"
 
 
 def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:

@@ -5,15 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from .._errors import ToolspanError
+
 __all__ = ["Claim", "ClaimOutcome", "IdempotencyStore", "StoreError"]
 
 ClaimOutcome = Literal["acquired", "replay", "conflict", "in_progress", "takeover"]
 
 
-class StoreError(Exception):
+class StoreError(ToolspanError):
     """A store backend failed (SQLite or Redis error, or guard state of the wrong kind).
 
-    Messages name keys and operations, never stored results: those may hold secrets.
+    The backend's exception is the ``__cause__``. Messages name keys and operations,
+    never stored results: those may hold secrets.
     """
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .._errors import ConfigurationError
 from . import _rules as rules
 from ._base import CheckedStore, new_token
 from ._named import load_named
@@ -58,17 +59,25 @@ class RedisStore(CheckedStore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(clock)
-        self._prefix = rules.check_text("prefix", prefix)
+        if not isinstance(prefix, str):
+            raise ConfigurationError(f"prefix must be a string, got {type(prefix).__name__}")
+        self._prefix = prefix
         if isinstance(url_or_client, str):
-            self._client = redis.Redis.from_url(url_or_client)
+            try:
+                self._client = redis.Redis.from_url(url_or_client)
+            except ValueError as exc:
+                raise ConfigurationError(f"not a redis URL: {exc}") from exc
             self._owns_client = True
         elif isinstance(url_or_client, redis.Redis):
             self._client = url_or_client
             self._owns_client = False
         else:
-            raise ValueError(f"expected a redis URL or redis.Redis, got {type(url_or_client)}")
+            raise ConfigurationError(
+                f"RedisStore takes a redis:// URL or a redis.Redis client, "
+                f"got {type(url_or_client).__name__}"
+            )
         if self._client.connection_pool.connection_kwargs.get("decode_responses"):
-            raise ValueError("RedisStore needs a client with decode_responses=False")
+            raise ConfigurationError("RedisStore needs a client with decode_responses=False")
         self._scripts = {name: self._client.register_script(src) for name, src in _SCRIPTS.items()}
         self._closed = False
 

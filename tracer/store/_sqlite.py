@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import ConfigurationError
 from . import _rules as rules
 from ._base import RuleStore
 from ._named import load_named
@@ -55,11 +56,13 @@ class SQLiteStore(RuleStore):
         super().__init__(clock)
         self._path = os.fspath(path)
         if self._path in ("", ":memory:") or self._path.startswith("file:"):
-            raise ValueError(
+            raise ConfigurationError(
                 "SQLiteStore needs a file path that processes share; "
                 "use MemoryStore for a store inside one process"
             )
-        self._busy_timeout_s = rules.check_seconds("busy_timeout_s", busy_timeout_s)
+        if not isinstance(busy_timeout_s, int | float) or not busy_timeout_s > 0:
+            raise ConfigurationError(f"busy_timeout_s must be positive, got {busy_timeout_s!r}")
+        self._busy_timeout_s = float(busy_timeout_s)
         self._next_purge = -math.inf
         self._closed = False
         self._active: sqlite3.Connection | None = None
