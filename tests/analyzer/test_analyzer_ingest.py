@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -229,7 +230,7 @@ def test_files_lines_and_order_do_not_change_the_analysis(
     folder = tmp_path_factory.mktemp("split")
     shuffled = [_SPANS[i] for i in order]
     bounds = [0, *sorted(cuts), len(shuffled)]
-    for n, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
+    for n, (start, end) in enumerate(itertools.pairwise(bounds)):
         Recorder.write(folder / f"{n}.jsonl", shuffled[start:end], batch=batch)
     with Analyzer() as az:
         report = az.ingest([folder])

@@ -1,0 +1,105 @@
+"""`toolspan analyze` and `toolspan sql` through the real command-line router."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolspan.cli import main
+
+
+def test_analyze_json_output_and_fail_on_gate(
+    scenario: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = str(scenario["dir"])
+    assert main(["analyze", folder, "--format", "json", "--write-tools", "create_*,nothing"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"summary", "findings"}
+    assert out["summary"]["calls"] == 49
+    kinds = {f["kind"] for f in out["findings"]}
+    assert kinds == {"loop", "duplicate_write", "idempotency_conflict", "unsafe_retry"}
+    first = out["findings"][0]
+    assert set(first) == {
+        "kind",
+        "conversation_id",
+        "tool",
+        "idempotency_key",
+        "count",
+        "span_ids",
+        "trace_ids",
+        "first_seen",
+        "last_seen",
+        "detail",
+    }
+    assert first["first_seen"].endswith("Z")
+    assert main(["analyze", folder, "--fail-on", "unsafe_retry", "--format", "markdown"]) == 1
+    markdown = capsys.readouterr().out
+    assert "| unsafe_retry | c-unsafe | create_user |" in markdown
+    assert main(["analyze", folder, "--min-repeats", "5", "--fail-on", "loop"]) == 0
+
+
+def test_analyze_reports_bad_lines_and_progress_on_stderr(
+    tmp_path: Path, scenario: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = Path(str(scenario["dir"])) / "a.jsonl"
+    with broken.open("ab") as out:
+        out.write(b'{"resourceSpans": [\n')
+    lines = len(broken.read_bytes().splitlines())
+    assert main(["analyze", str(broken)]) == 0
+    captured = capsys.readouterr()
+    assert f"{broken}:{lines}: skipped: invalid JSON" in captured.err
+    assert "toolspan: reading 1 file(s)" in captured.err
+    assert "Findings" in captured.out
+    assert main(["analyze", str(broken), "--strict"]) == 2
+    assert "corrupt line" in capsys.readouterr().err
+
+
+def test_sql_over_files_and_over_a_database(
+    tmp_path: Path, scenario: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, db = str(scenario["dir"]), str(tmp_path / "t.duckdb")
+    query = "SELECT tool, count(*) AS n FROM tool_calls GROUP BY tool ORDER BY n DESC, tool LIMIT 2"
+    assert main(["sql", query, folder, "--db", db, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["tool,n", "search,9", "book,4"]
+    assert (
+        main(
+            [
+                "sql",
+                "SELECT kind, count FROM findings ORDER BY count DESC, kind LIMIT 1",
+                "--db",
+                db,
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out) == [{"kind": "loop", "count": 3}]
+    assert main(["sql", "SELECT 1 AS one", "--db", db]) == 0
+    assert capsys.readouterr().out.split() == ["one", "---", "1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["analyze", "/nonexistent/traces.jsonl"], "no such file or directory"),
+        (["sql", "SELECT 1"], "give trace files"),
+        (["analyze", "--fail-on", "everything", "x"], "unknown --fail-on kind"),
+    ],
+)
+def test_clear_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_query_and_empty_input(
+    tmp_path: Path, scenario: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sql", "SELEC nothing", str(scenario["dir"])]) == 2
+    assert "syntax error" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["analyze", str(empty)]) == 2
+    assert "no trace files" in capsys.readouterr().err
