@@ -19,6 +19,13 @@ _STATUS_COLOURS = {
     "deadline_exceeded": "#8d6e63",
     "permanent_error": "#c62828",
     "unsafe_retry": "#6a1b9a",
+    "timeout": "#ef6c00",
+    "http_429": "#f9a825",
+    "http_500": "#d84315",
+    "http_502": "#e64a19",
+    "http_503": "#ad1457",
+    "http_504": "#bf360c",
+    "connection_error": "#4527a0",
 }
 _CATEGORY_COLOURS = {
     "agent": "#546e7a",
@@ -57,10 +64,19 @@ def calls_over_time(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("bucket:T", title="call start (UTC)"),
+            x=alt.X(
+                "bucket:T",
+                title="call start (UTC)",
+                scale=alt.Scale(type="utc"),
+                axis=alt.Axis(format="%m-%d %H:%M"),
+            ),
             y=alt.Y("calls:Q", title="calls", stack=True),
             color=alt.Color("status:N", scale=_status_scale(frame["status"]), title="final status"),
-            tooltip=["bucket:T", "status", "calls"],
+            tooltip=[
+                alt.Tooltip("utcyearmonthdatehoursminutesseconds(bucket):T", title="bucket"),
+                "status",
+                "calls",
+            ],
         )
     )
     return cast(alt.Chart, chart)
@@ -76,8 +92,8 @@ def timeline(attempts: pd.DataFrame, order: list[str]) -> alt.LayerChart:
         x=alt.X("start_ms:Q", title="ms since the call started"), x2="end_ms:Q"
     )
     waited = base.mark_bar(height=14, opacity=0.35).encode(x="end_ms:Q", x2="wait_end_ms:Q")
-    height = max(120, 26 * len(order))
-    return cast(alt.LayerChart, alt.layer(ran, waited).properties(height=height))
+    # A fixed step per row: Streamlit would otherwise squeeze the rows together.
+    return cast(alt.LayerChart, alt.layer(ran, waited).properties(height=alt.Step(26)))
 
 
 def waterfall(spans: pd.DataFrame) -> alt.Chart:
@@ -100,6 +116,6 @@ def waterfall(spans: pd.DataFrame) -> alt.Chart:
             ),
             tooltip=["name", "category", "status_code", "duration_ms", "span_id"],
         )
-        .properties(height=max(120, 20 * len(order)))
+        .properties(height=alt.Step(20))
     )
     return cast(alt.Chart, chart)

@@ -139,7 +139,7 @@ def _time_range(first: Any, last: Any) -> tuple[datetime | None, datetime | None
         max_value=high,
         value=(low, high),
         step=step,
-        format="YYYY-MM-DD HH:mm:ss",
+        format="MM-DD HH:mm:ss",
         key="f_time",
     )
     picked_low, picked_high = chosen
