@@ -1,0 +1,387 @@
+"""Per-call overhead of toolspan's executor on the success path.
+
+Every variant runs the same read tool and emits the same two spans (a call
+span and one attempt span with the same attributes) through one SDK
+``TracerProvider`` + ``BatchSpanProcessor`` whose exporter discards
+everything, so only the on-thread cost is compared:
+
+* ``floor``: the two spans made by hand, attributes precomputed: the least
+  any instrumentation with these spans can cost;
+* ``tenacity``: ``tenacity.Retrying`` (what people use today) around the same
+  hand-made spans;
+* ``executor``: ``toolspan.tracer.Executor.execute`` with JSON Schema
+  validation, redaction (the arguments hold a secret-named key), canonical
+  JSON and SHA-256 hashing of arguments and result all on;
+* the same for ``AsyncExecutor`` (against an async floor), and the executor
+  without a tracer (``NoOpTracerProvider``: the cost of everything but spans).
+
+Variants are interleaved in every repeat; the figure is the median of the
+repeats. ``--profile`` adds a cProfile breakdown of ``Executor.execute``.
+
+    .venv/bin/python bench/tracer_overhead.py [--iterations 5000] [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import pstats
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tenacity
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode, Tracer
+
+from toolspan.tracer import (
+    DEFAULT_RETRYABLE_CODES,
+    AsyncExecutor,
+    Executor,
+    Tool,
+    ToolCall,
+    ToolError,
+)
+
+TOOL = "get_dock_status"
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "dock_id": {"type": "string", "minLength": 1, "maxLength": 64},
+        "include_bikes": {"type": "boolean"},
+        "radius_m": {"type": "integer", "minimum": 0, "maximum": 5000},
+        "api_key": {"type": "string"},
+    },
+    "required": ["dock_id"],
+    "additionalProperties": False,
+}
+ARGUMENTS: dict[str, Any] = {
+    "dock_id": "D-0042",
+    "include_bikes": True,
+    "radius_m": 250,
+    "api_key": "sk-live-0123456789abcdef0123",  # redacted on the span, never sent out
+}
+ANSWER: dict[str, Any] = {
+    "dock_id": "D-0042",
+    "bikes_available": 3,
+    "docks_free": 5,
+    "open": True,
+    "bikes": [{"id": "B-17", "battery": 0.82}, {"id": "B-23", "battery": 0.41}],
+}
+CALL = ToolCall(TOOL, "call_8f2d", ARGUMENTS, "conv-1", "req-1", "turn-1")
+
+
+def get_dock_status(**arguments: Any) -> dict[str, Any]:
+    """The remote service, answered locally: only the instrumentation is measured."""
+    return ANSWER
+
+
+async def get_dock_status_async(**arguments: Any) -> dict[str, Any]:
+    return ANSWER
+
+
+class DiscardingExporter(SpanExporter):
+    """Counts and drops: the same cheap sink for every variant."""
+
+    def __init__(self) -> None:
+        self.exported = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.exported += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class SpanShapes:
+    """The attributes the executor puts on its two spans, to copy by hand."""
+
+    call: dict[str, Any]
+    attempt: dict[str, Any]
+
+
+def executor_span_shapes() -> SpanShapes:
+    """Run the executor once and read back exactly what it recorded."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    Executor([read_tool()], tracer_provider=provider).execute(CALL)
+    attempt_span, call_span = memory.get_finished_spans()
+    assert call_span.name == f"execute_tool {TOOL}", call_span.name
+    return SpanShapes(dict(call_span.attributes or {}), dict(attempt_span.attributes or {}))
+
+
+def read_tool(fn: Callable[..., Any] = get_dock_status) -> Tool:
+    return Tool(name=TOOL, fn=fn, side_effect="none", parameters=PARAMETERS)
+
+
+# -- the variants --------------------------------------------------------------
+
+
+def floor_call(tracer: Tracer, shapes: SpanShapes) -> Any:
+    """The same two spans, by hand, with precomputed attributes."""
+    call_span = tracer.start_span(
+        f"execute_tool {TOOL}", kind=SpanKind.INTERNAL, attributes=shapes.call
+    )
+    attempt_span = tracer.start_span(
+        f"attempt 1 {TOOL}",
+        context=trace.set_span_in_context(call_span),
+        kind=SpanKind.INTERNAL,
+        attributes=shapes.attempt,
+    )
+    with trace.use_span(attempt_span, end_on_exit=False):
+        data = get_dock_status(**ARGUMENTS)
+    attempt_span.set_status(StatusCode.OK)
+    attempt_span.end()
+    call_span.set_status(StatusCode.OK)
+    call_span.end()
+    return data
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ToolError) and exc.code in DEFAULT_RETRYABLE_CODES
+
+
+def tenacity_call(tracer: Tracer, shapes: SpanShapes) -> Any:
+    """tenacity's retry loop (as its decorator builds it: one per call) + hand-made spans."""
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(4),
+        wait=tenacity.wait_exponential_jitter(multiplier=0.5, max=4, jitter=0.125),
+        retry=tenacity.retry_if_exception(_retryable),
+        reraise=True,
+    )
+    call_span = tracer.start_span(
+        f"execute_tool {TOOL}", kind=SpanKind.INTERNAL, attributes=shapes.call
+    )
+    context = trace.set_span_in_context(call_span)
+    data = None
+    for attempt in retrying:
+        with attempt:
+            number = attempt.retry_state.attempt_number
+            attempt_span = tracer.start_span(
+                f"attempt {number} {TOOL}",
+                context=context,
+                kind=SpanKind.INTERNAL,
+                attributes=shapes.attempt,
+            )
+            try:
+                with trace.use_span(attempt_span, end_on_exit=False):
+                    data = get_dock_status(**ARGUMENTS)
+            except ToolError as exc:
+                attempt_span.set_status(StatusCode.ERROR, exc.message)
+                attempt_span.end()
+                raise
+            attempt_span.set_status(StatusCode.OK)
+            attempt_span.end()
+    call_span.set_status(StatusCode.OK)
+    call_span.end()
+    return data
+
+
+# -- timing --------------------------------------------------------------------
+
+
+def per_call_us(fn: Callable[[], Any], iterations: int) -> float:
+    gc.collect()
+    started = time.perf_counter_ns()
+    for _ in range(iterations):
+        fn()
+    return (time.perf_counter_ns() - started) / iterations / 1000
+
+
+def per_call_us_async(
+    loop: asyncio.AbstractEventLoop, fn: Callable[[], Any], iterations: int
+) -> float:
+    async def timed() -> float:
+        started = time.perf_counter_ns()
+        for _ in range(iterations):
+            await fn()
+        return (time.perf_counter_ns() - started) / iterations / 1000
+
+    gc.collect()
+    return loop.run_until_complete(timed())
+
+
+@dataclass
+class Variant:
+    label: str
+    measure: Callable[[int], float]
+    floor: str  # which variant it is compared with
+    samples: list[float]
+
+
+def build_variants(
+    provider: TracerProvider, loop: asyncio.AbstractEventLoop, shapes: SpanShapes
+) -> list[Variant]:
+    tracer = provider.get_tracer("bench")
+    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    untraced = Executor(
+        [read_tool()], tracer_provider=trace.NoOpTracerProvider(), rng=random.Random(1)
+    )
+    json_call = ToolCall(TOOL, "call_8f2d", CALL_JSON, "conv-1", "req-1", "turn-1")
+    async_executor = AsyncExecutor(
+        [read_tool(get_dock_status_async)], tracer_provider=provider, rng=random.Random(1)
+    )
+
+    async def async_floor() -> Any:
+        return floor_call(tracer, shapes)
+
+    def variant(label: str, measure: Callable[[int], float], floor: str = "floor") -> Variant:
+        return Variant(label, measure, floor, [])
+
+    return [
+        variant("floor", lambda n: per_call_us(lambda: floor_call(tracer, shapes), n)),
+        variant("tenacity", lambda n: per_call_us(lambda: tenacity_call(tracer, shapes), n)),
+        variant("executor", lambda n: per_call_us(lambda: executor.execute(CALL), n)),
+        variant("executor, JSON text", lambda n: per_call_us(lambda: executor(json_call), n)),
+        variant("executor, no tracer", lambda n: per_call_us(lambda: untraced(CALL), n)),
+        variant("async floor", lambda n: per_call_us_async(loop, async_floor, n), "async floor"),
+        variant(
+            "async executor",
+            lambda n: per_call_us_async(loop, lambda: async_executor.execute(CALL), n),
+            "async floor",
+        ),
+    ]
+
+
+CALL_JSON = (
+    '{"dock_id": "D-0042", "include_bikes": true, "radius_m": 250, '
+    '"api_key": "sk-live-0123456789abcdef0123"}'
+)
+
+
+def run(iterations: int, repeats: int, warmup: int) -> list[Variant]:
+    exporter = DiscardingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    loop = asyncio.new_event_loop()
+    try:
+        variants = build_variants(provider, loop, executor_span_shapes())
+        for item in variants:
+            item.measure(warmup)
+        provider.force_flush()
+        for _ in range(repeats):
+            # Interleaved, so drift (thermal, other load) hits every variant alike.
+            for item in variants:
+                item.samples.append(item.measure(iterations))
+                provider.force_flush()
+    finally:
+        loop.close()
+        provider.shutdown()
+    expected = 2 * (warmup + repeats * iterations) * (len(variants) - 1)  # no-tracer emits none
+    if exporter.exported != expected:
+        print(f"warning: {expected - exporter.exported} spans dropped by the batch processor")
+    return variants
+
+
+def report(variants: list[Variant], iterations: int, repeats: int) -> None:
+    medians = {item.label: statistics.median(item.samples) for item in variants}
+    print(
+        f"Python {sys.version.split()[0]}, opentelemetry-sdk + BatchSpanProcessor "
+        f"(discarding exporter); {iterations} calls x {repeats} repeats, median"
+    )
+    print(f"{'variant':<22} {'us/call':>9} {'min..max':>15} {'x floor':>8}")
+    for item in variants:
+        spread = f"{min(item.samples):.1f}..{max(item.samples):.1f}"
+        ratio = medians[item.label] / medians[item.floor]
+        print(f"{item.label:<22} {medians[item.label]:>9.1f} {spread:>15} {ratio:>7.2f}x")
+
+
+def profile(iterations: int) -> None:
+    """Where the executor's time goes, next to the floor's, by module (cProfile).
+
+    cProfile inflates every Python call, so read the shares, not the totals.
+    """
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
+    tracer = provider.get_tracer("bench")
+    shapes = executor_span_shapes()
+    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    by_group: dict[str, dict[str, float]] = {}
+    functions: list[tuple[float, float, str]] = []
+    for label, fn in (
+        ("executor", lambda: executor.execute(CALL)),
+        ("floor", lambda: floor_call(tracer, shapes)),
+    ):
+        stats = _profiled(fn, iterations)
+        for (path, line, name), row in stats.items():
+            own_us, cumulative_us = row[2] * 1e6 / iterations, row[3] * 1e6 / iterations
+            times = by_group.setdefault(_group(path, name), {})
+            times[label] = times.get(label, 0.0) + own_us
+            if label == "executor" and "toolspan" in path:
+                functions.append((own_us, cumulative_us, f"{_short(path)}:{line} {name}"))
+        provider.force_flush()
+    provider.shutdown()
+    print(f"\ncProfile, own time per call (us), {iterations} calls each")
+    print(f"{'where':<44} {'executor':>9} {'floor':>7} {'extra':>7}")
+    ordered = sorted(by_group.items(), key=lambda item: -item[1].get("executor", 0.0))
+    for where, spent in ordered:
+        ours, floor = spent.get("executor", 0.0), spent.get("floor", 0.0)
+        if max(ours, floor) >= 0.3:
+            print(f"{where:<44} {ours:>9.2f} {floor:>7.2f} {ours - floor:>+7.2f}")
+    print("\ntoolspan functions (own / cumulative us per call)")
+    for own, cumulative, where in sorted(functions, reverse=True)[:15]:
+        print(f"{own:>7.2f} {cumulative:>7.2f}  {where}")
+
+
+def _profiled(fn: Callable[[], Any], iterations: int) -> dict[Any, Any]:
+    for _ in range(500):
+        fn()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(iterations):
+        fn()
+    profiler.disable()
+    stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    return stats
+
+
+def _group(path: str, name: str) -> str:
+    """A module for Python code; the C function's name for built-ins."""
+    if path == "~":
+        return "built-in " + name.strip("<>").replace("built-in method ", "")
+    if path == "<string>":
+        return "fastjsonschema generated validator"
+    if __file__ in path:
+        return "bench (tool function, closures)"
+    return _short(path).removesuffix(".py").replace("/__init__", "")
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "/work/main/", "lib/python3.11/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--iterations", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--profile", action="store_true", help="add a cProfile breakdown")
+    options = parser.parse_args(argv)
+    variants = run(options.iterations, options.repeats, options.warmup)
+    report(variants, options.iterations, options.repeats)
+    if options.profile:
+        profile(options.iterations)
+
+
+if __name__ == "__main__":
+    main()
