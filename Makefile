@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test setup system-deps lint typecheck unit bench clean sample-traces
 
 demo: setup ## Set everything up, regenerate sample traces, print findings, start the dashboard
-	$(BIN)/toolspan demo
+	$(BIN)/python -m sample_traces
 
 test: setup system-deps lint typecheck ## Set up and run the whole suite
 	$(BIN)/pytest
@@ -41,8 +41,8 @@ bench: setup ## Benchmarks (not part of the test suite)
 	$(BIN)/python bench/tracer_overhead.py
 	$(BIN)/python bench/analyzer_bench.py
 
-sample-traces: setup ## Regenerate the checked-in sample traces
-	$(BIN)/toolspan demo --no-dashboard
+sample-traces: setup ## Regenerate the checked-in sample traces (and print the findings)
+	$(BIN)/python -m sample_traces --no-dashboard
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

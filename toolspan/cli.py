@@ -16,7 +16,6 @@ from collections.abc import Sequence
 _PARTS: dict[str, tuple[str, ...]] = {
     "toolspan.analyzer.cli": ("analyze", "sql"),
     "toolspan.dashboard.cli": ("dashboard",),
-    "toolspan._demo": ("demo",),
 }
 
 

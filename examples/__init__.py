@@ -1,0 +1,1 @@
+"""Runnable examples: an agent loop instrumented with toolspan (see README.md)."""
