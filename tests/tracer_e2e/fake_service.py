@@ -7,10 +7,12 @@ so tests can check the tool saw the original (unredacted) arguments.
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict, deque
 from typing import Any
 
-from toolspan.tracer import Tool, ToolError
+from toolspan.tracer import Executor, Tool, ToolError
+from toolspan.tracer.testing import FakeClock
 
 DOCK_STATUS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -76,3 +78,18 @@ class FakeBikeShare:
                 parameters=HOLD_SCHEMA,
             ),
         ]
+
+
+def executor_for(
+    service: FakeBikeShare, tracer_provider: Any, seed: int
+) -> tuple[Executor, FakeClock]:
+    """An executor over ``service``'s tools that never sleeps for real."""
+    clock = FakeClock()
+    executor = Executor(
+        service.tools(),
+        tracer_provider=tracer_provider,
+        sleep=clock.sleep,
+        clock=clock,
+        rng=random.Random(seed),
+    )
+    return executor, clock

@@ -13,7 +13,6 @@ properties).
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,11 +21,10 @@ from typing import Any, Literal
 
 import pytest
 
-from toolspan.tracer import Executor, ToolCall, ToolError, ToolResult, setup_telemetry
-from toolspan.tracer.testing import FakeClock
+from toolspan.tracer import Telemetry, ToolCall, ToolError, ToolResult, setup_telemetry
 
 from ..otlp_receiver import LOOPBACK, OtlpReceiver, free_port
-from .fake_service import FakeBikeShare
+from .fake_service import FakeBikeShare, executor_for
 
 pytestmark = pytest.mark.slow
 
@@ -68,14 +66,7 @@ def execute_many(
 ) -> tuple[Latency, list[ToolResult]]:
     """``count`` calls after ``warmup`` (every 5th retried once), timed one by one."""
     service = FakeBikeShare()
-    clock = FakeClock()
-    executor = Executor(
-        service.tools(),
-        tracer_provider=tracer_provider,
-        sleep=clock.sleep,
-        clock=clock,
-        rng=random.Random(3),
-    )
+    executor, _ = executor_for(service, tracer_provider, seed=3)
     samples: list[int] = []
     results: list[ToolResult] = []
     for index in range(warmup + count):
@@ -100,7 +91,7 @@ def check_results(results: list[ToolResult]) -> None:
 
 
 @contextmanager
-def collector_endpoint(collector: Collector, protocol: Protocol) -> Iterator[OtlpReceiver | str]:
+def collector_endpoint(collector: Collector) -> Iterator[OtlpReceiver | str]:
     """An endpoint nobody listens on, or a receiver that answers late."""
     if collector == "down":
         yield f"http://{LOOPBACK}:{free_port()}"
@@ -109,10 +100,18 @@ def collector_endpoint(collector: Collector, protocol: Protocol) -> Iterator[Otl
         yield receiver
 
 
-def endpoint_of(target: OtlpReceiver | str, protocol: Protocol) -> str:
-    if isinstance(target, str):
-        return target
-    return target.grpc_endpoint if protocol == "grpc" else target.http_endpoint
+def otlp_telemetry(target: OtlpReceiver | str, protocol: Protocol) -> Telemetry:
+    """The SDK exporting over OTLP to ``target`` with a short export timeout."""
+    if isinstance(target, OtlpReceiver):
+        target = target.grpc_endpoint if protocol == "grpc" else target.http_endpoint
+    return setup_telemetry(
+        "toolspan-test",
+        otlp=True,
+        protocol=protocol,
+        endpoint=target,
+        set_global=False,
+        export_timeout_s=EXPORT_TIMEOUT_S,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -134,15 +133,8 @@ def test_a_down_or_slow_collector_costs_the_call_nothing(
     baseline, _ = execute_many(no_export.tracer_provider, MEASURED_CALLS)
     no_export.shutdown()
 
-    with collector_endpoint(collector, protocol) as target:
-        telemetry = setup_telemetry(
-            "toolspan-test",
-            otlp=True,
-            protocol=protocol,
-            endpoint=endpoint_of(target, protocol),
-            set_global=False,
-            export_timeout_s=EXPORT_TIMEOUT_S,
-        )
+    with collector_endpoint(collector) as target:
+        telemetry = otlp_telemetry(target, protocol)
         # Not vacuous: the OTLP exporter really is in the pipeline.
         assert telemetry.exporters == ["otlp-grpc" if protocol == "grpc" else "otlp-http"]
         latency, results = execute_many(telemetry.tracer_provider, MEASURED_CALLS)
@@ -171,15 +163,8 @@ def test_a_down_or_slow_collector_costs_the_call_nothing(
 def test_shutdown_with_one_batch_pending_takes_about_the_export_timeout(
     collector: Collector, protocol: Protocol
 ) -> None:
-    with collector_endpoint(collector, protocol) as target:
-        telemetry = setup_telemetry(
-            "toolspan-test",
-            otlp=True,
-            protocol=protocol,
-            endpoint=endpoint_of(target, protocol),
-            set_global=False,
-            export_timeout_s=EXPORT_TIMEOUT_S,
-        )
+    with collector_endpoint(collector) as target:
+        telemetry = otlp_telemetry(target, protocol)
         # 120 spans: less than one batch (512), so nothing is exported before
         # shutdown and shutdown makes exactly one export attempt.
         _, results = execute_many(telemetry.tracer_provider, 50, warmup=0)

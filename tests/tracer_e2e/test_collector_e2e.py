@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,13 +20,12 @@ from typing import Any, Literal
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from toolspan.tracer import Executor, ToolCall, ToolError, ToolResult, setup_telemetry
-from toolspan.tracer.testing import FakeClock
+from toolspan.tracer import ToolCall, ToolError, ToolResult, setup_telemetry
 
 from ..otlp_receiver import OtlpReceiver, ReceivedSpan
 from .collector import RotelCollector
 from .contract import declared_attributes
-from .fake_service import FakeBikeShare
+from .fake_service import FakeBikeShare, executor_for
 
 pytestmark = pytest.mark.slow
 
@@ -100,14 +98,7 @@ class Scenario:
 
 def run_calls(tracer_provider: Any, planted: Secrets) -> Scenario:
     service = FakeBikeShare()
-    clock = FakeClock()
-    executor = Executor(
-        service.tools(),
-        tracer_provider=tracer_provider,
-        sleep=clock.sleep,
-        clock=clock,
-        rng=random.Random(1),
-    )
+    executor, clock = executor_for(service, tracer_provider, seed=1)
     service.fail_next("D1", ToolError.from_status(503, "dock service overloaded"))
     service.fail_next("D2", ToolError("timeout", "hold request timed out"))
     service.fail_next("D3", ToolError.from_status(503, f"upstream refused {planted.bearer}"))
