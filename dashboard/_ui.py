@@ -117,11 +117,9 @@ def render_sidebar() -> Filters:
     bounds = query("filter_bounds").iloc[0]
     st.sidebar.header("Filters")
     start, end = _time_range(bounds["first_call"], bounds["last_call"])
-    conversation = _conversation_filter()
-    tools = st.sidebar.multiselect("Tool", query("filter_tools")["tool"].tolist(), key="f_tools")
-    statuses = st.sidebar.multiselect(
-        "Final status", query("filter_statuses")["status"].tolist(), key="f_statuses"
-    )
+    conversation = _conversation_filter(list(bounds["conversations"]))
+    tools = st.sidebar.multiselect("Tool", list(bounds["tools"]), key="f_tools")
+    statuses = st.sidebar.multiselect("Final status", list(bounds["statuses"]), key="f_statuses")
     filters = Filters(start, end, conversation, tuple(tools), tuple(statuses))
     st.session_state["filters"] = filters
     return filters
@@ -150,8 +148,8 @@ def _time_range(first: Any, last: Any) -> tuple[datetime | None, datetime | None
     )
 
 
-def _conversation_filter() -> str | None:
-    options = [ALL_CONVERSATIONS, *query("filter_conversations")["conversation_id"].tolist()]
+def _conversation_filter(recent: list[str]) -> str | None:
+    options = [ALL_CONVERSATIONS, *recent]
     chosen = st.session_state.get(CONVERSATION_KEY)
     if chosen and chosen not in options:
         options.append(chosen)  # opened from a finding, or typed in

@@ -40,18 +40,31 @@ def _open_finding(finding: pd.Series) -> None:
         st.switch_page("_pages/trace.py")
 
 
+def _kind_counts(raw: object) -> dict[str, int]:
+    # A DuckDB MAP arrives as a dict, or as {"key": [...], "value": [...]}.
+    if isinstance(raw, dict) and set(raw) == {"key", "value"}:
+        raw = dict(zip(raw["key"], raw["value"], strict=True))
+    return {str(k): int(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
 def render() -> None:
     st.title("Findings")
     _ui.require_calls()
-    by_kind = _ui.filtered("findings_by_kind").set_index("kind")["findings"]
-    for column, kind in zip(st.columns(len(KINDS)), KINDS, strict=True):
-        column.metric(kind.replace("_", " "), f"{int(by_kind.get(kind, 0)):,}")
     kinds = st.multiselect("Kinds", list(KINDS), key="finding_kinds")
-    total = int(by_kind[list(kinds)].sum() if kinds else by_kind.sum()) if len(by_kind) else 0
+    offset = st.session_state.get("findings_offset", 0)
+    page = _ui.filtered("findings_page", kinds=list(kinds), limit=PAGE_SIZE, offset=offset)
+    by_kind = _kind_counts(page["kind_counts"].iloc[0])
+    for column, kind in zip(st.columns(len(KINDS)), KINDS, strict=True):
+        column.metric(kind.replace("_", " "), f"{by_kind.get(kind, 0):,}")
+    total = sum(n for kind, n in by_kind.items() if not kinds or kind in kinds)
     if total == 0:
         _ui.stop_with("No finding matches the filters.", info=True)
-    offset = page_offset(total, PAGE_SIZE, key="findings_page")
-    page = _ui.filtered("findings_page", kinds=list(kinds), limit=PAGE_SIZE, offset=offset)
+    new_offset = page_offset(total, PAGE_SIZE, key="findings_page")
+    if new_offset != offset:
+        # The pager sits under the counts it is sized by: rerun for the new page.
+        st.session_state["findings_offset"] = new_offset
+        st.rerun()
+    page = page.dropna(subset=["kind"]).drop(columns=["kind_counts"])
     st.dataframe(page.drop(columns=["span_ids", "trace_ids"]), hide_index=True)
     choice = st.selectbox(
         "Open a finding",

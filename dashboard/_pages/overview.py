@@ -47,8 +47,7 @@ def render() -> None:
     )
 
     st.subheader("Over time")
-    bounds = _ui.filtered("overview_totals_range").iloc[0]
-    bucket = bucket_for(pd.Timestamp(bounds["first"]), pd.Timestamp(bounds["last"]))
+    bucket = bucket_for(pd.Timestamp(totals["first_call"]), pd.Timestamp(totals["last_call"]))
     st.caption(f"bars of {bucket}")
     over_time = _ui.filtered("overview_over_time", bucket=bucket)
     st.altair_chart(_charts.calls_over_time(over_time), width="stretch")

@@ -1,0 +1,113 @@
+"""Benchmark: first render of each dashboard page on a >= 1,000,000-span database.
+
+Reuses the analyzer benchmark's corpus (bench/.data/spans-N-files-M, generated
+if missing), ingests it once with the analyzer into
+bench/.data/dashboard-N.duckdb, then renders every page with Streamlit's
+AppTest in this process and times it:
+
+  open + sidebar   first run of the app: open the database, sidebar filters, Overview
+  <page> cold      the page's first render with Streamlit's query cache cleared
+  <page> warm      the same page again (cached query results)
+
+The SQL console is timed with a typical aggregate query submitted.
+
+Usage: python bench/dashboard_bench.py [--spans 1000000] [--files 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import os
+import resource
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from toolspan.analyzer import Analyzer
+
+HERE = Path(__file__).resolve().parent
+APP = HERE.parent / "dashboard" / "app.py"
+PAGES = ("overview", "timelines", "findings", "trace", "console")
+CONSOLE_SQL = (
+    "SELECT tool, status, count(*) AS calls, sum(attempts) AS attempts "
+    "FROM tool_calls GROUP BY ALL ORDER BY calls DESC"
+)
+
+
+def corpus(spans: int, files: int) -> list[Path]:
+    spec = importlib.util.spec_from_file_location("analyzer_bench", HERE / "analyzer_bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    paths: list[Path] = module.generate(spans, files)
+    return paths
+
+
+def database(files: list[Path], spans: int) -> Path:
+    db = HERE / ".data" / f"dashboard-{spans}.duckdb"
+    done = db.with_suffix(".complete")
+    if not done.exists():
+        db.unlink(missing_ok=True)
+        started = time.perf_counter()
+        with Analyzer(db) as analyzer:
+            report = analyzer.ingest(files)
+        print(f"ingested {report.spans:,} spans in {time.perf_counter() - started:.1f} s -> {db}")
+        done.touch()
+    return db
+
+
+def timed(action: Callable[..., AppTest], *args: object) -> float:
+    started = time.perf_counter()
+    app = action(*args)
+    elapsed = time.perf_counter() - started
+    if app.exception:
+        raise SystemExit(f"page raised: {[e.value for e in app.exception]}")
+    if app.error:
+        raise SystemExit(f"page showed an error: {[e.value for e in app.error]}")
+    return elapsed
+
+
+def render(app: AppTest, page: str) -> AppTest:
+    app.switch_page(f"_pages/{page}.py").run(timeout=300)
+    if page == "console":
+        app.text_area(key="console_sql").set_value(CONSOLE_SQL)
+        app.button[-1].click().run(timeout=300)
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=8)
+    args = parser.parse_args()
+
+    db = database(corpus(args.spans, args.files), args.spans)
+    os.environ["TOOLSPAN_DASHBOARD_DB"] = str(db)
+    with Analyzer(db, read_only=True) as analyzer:
+        counts = analyzer.query(
+            "SELECT (SELECT count(*) FROM spans), (SELECT count(*) FROM tool_calls), "
+            "(SELECT count(*) FROM findings)"
+        ).rows[0]
+    print(f"database: {counts[0]:,} spans, {counts[1]:,} tool calls, {counts[2]:,} findings")
+
+    app = AppTest.from_file(APP, default_timeout=300)
+    first = timed(functools.partial(app.run, timeout=300))
+    print(f"{'open + sidebar + overview':<28}{first:8.2f} s")
+    for page in PAGES:
+        st.cache_data.clear()
+        cold = timed(render, app, page)
+        warm = timed(render, app, page)
+        print(f"{page + ' cold':<28}{cold:8.2f} s    warm {warm:6.2f} s")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {peak_mb:,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
