@@ -1,0 +1,200 @@
+"""A deterministic, flaky payment service shared by every worker process.
+
+The service is "remote": its state is a SQLite ledger file that each call
+writes in its own transaction, so side effects are real across processes
+and survive a worker killed with SIGKILL. The legacy variant ignores
+idempotency keys (each charge request that commits adds a charge row); the
+keyed variant deduplicates by the key the client forwards.
+
+Faults are a pure function of (order, attempt number at the service), the
+attempt number counted by the service itself, so a run's schedule of faults
+does not depend on which worker sends which request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from toolspan.tracer import ToolError
+
+__all__ = ["COMMITTING_FAULTS", "FAULTS", "Ledger", "LedgerService", "fault_for"]
+
+# What a charge request suffers, by (order, attempt): the service commits
+# the charge for the first three, then the client may still see a failure.
+FAULTS: Final = ("ok", "lost_response", "gateway_error", "timeout", "unavailable")
+COMMITTING_FAULTS: Final = frozenset({"ok", "lost_response", "gateway_error"})
+# Cumulative percentages of FAULTS for the first attempts of each order.
+_THRESHOLDS: Final = (40, 60, 70, 85, 100)
+# From this attempt on the service behaves, so every action can finish.
+_CALM_FROM_ATTEMPT: Final = 6
+
+
+def fault_for(order_id: str, attempt: int) -> str:
+    """The fault of the ``attempt``-th charge request for ``order_id``."""
+    if attempt >= _CALM_FROM_ATTEMPT:
+        return "ok"
+    digest = hashlib.sha256(f"{order_id}:{attempt}".encode()).digest()
+    roll = int.from_bytes(digest[:4], "big") % 100
+    return next(fault for fault, top in zip(FAULTS, _THRESHOLDS, strict=True) if roll < top)
+
+
+def _load_queries() -> dict[str, str]:
+    text = Path(__file__).with_name("ledger.sql").read_text(encoding="utf-8")
+    parts = re.split(r"^-- name: (\w+)\s*$", text, flags=re.MULTILINE)
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+_QUERIES: Final = _load_queries()
+
+
+class Ledger:
+    """The ledger file: one connection per process, one transaction per request."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._pid = -1
+        self._db: sqlite3.Connection | None = None
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str]) -> Ledger:
+        ledger = cls(path)
+        ledger._connection().executescript(_QUERIES["schema"])
+        return ledger
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None or self._pid != os.getpid():
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._pid = os.getpid()
+        return self._db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self._connection()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def rows(self, query: str, **params: Any) -> list[tuple[Any, ...]]:
+        return self._connection().execute(_QUERIES[query], params).fetchall()
+
+    def close(self) -> None:
+        if self._db is not None and self._pid == os.getpid():
+            self._db.close()
+        self._db = None
+
+
+@dataclass(frozen=True)
+class KillSwitch:
+    """Block forever right after committing the first charge of ``order_id``.
+
+    The service writes ``marker`` (holding the caller's pid) first, so the
+    test knows the charge is committed and which worker to SIGKILL.
+    """
+
+    order_id: str
+    marker: str
+
+    def trip(self) -> None:
+        staged = f"{self.marker}.{os.getpid()}.tmp"
+        Path(staged).write_text(str(os.getpid()), encoding="ascii")
+        Path(staged).replace(self.marker)  # atomic: the test never reads half a pid
+        while True:  # the worker holding the key dies here
+            time.sleep(60)
+
+
+class LedgerService:
+    """The charge and charge-status endpoints over a ledger."""
+
+    def __init__(
+        self, ledger: Ledger, *, honours_keys: bool, kill_switch: KillSwitch | None = None
+    ) -> None:
+        self.ledger = ledger
+        self.honours_keys = honours_keys
+        self.kill_switch = kill_switch
+
+    def charge(self, order_id: str, amount: int, idempotency_key: str | None) -> dict[str, Any]:
+        """POST /charges: commits (or, keyed, finds) a charge, then maybe fails anyway."""
+        key = idempotency_key if self.honours_keys else None
+        with self.ledger.transaction() as db:
+            (earlier,) = db.execute(_QUERIES["count_charge_requests"], {"order_id": order_id})
+            attempt = int(earlier[0]) + 1
+            blocks = self._blocks(order_id, attempt)
+            fault = "ok" if blocks else fault_for(order_id, attempt)
+            _log_request(db, "charge", order_id, amount, attempt, fault)
+            charge = None
+            if fault in COMMITTING_FAULTS:
+                charge = self._commit(db, order_id, amount, attempt, key)
+        if blocks and self.kill_switch is not None:
+            self.kill_switch.trip()
+        return _respond(fault, charge)
+
+    def charge_status(self, order_id: str) -> dict[str, Any] | None:
+        """GET /charges?order_id=: the committed charge of the order, or None."""
+        with self.ledger.transaction() as db:
+            _log_request(db, "status", order_id, 0, 0, "ok")
+            found = db.execute(_QUERIES["charge_by_order"], {"order_id": order_id}).fetchone()
+        return None if found is None else _as_charge(found)
+
+    def _blocks(self, order_id: str, attempt: int) -> bool:
+        switch = self.kill_switch
+        return switch is not None and switch.order_id == order_id and attempt == 1
+
+    @staticmethod
+    def _commit(
+        db: sqlite3.Connection, order_id: str, amount: int, attempt: int, key: str | None
+    ) -> dict[str, Any]:
+        if key is not None:
+            existing = db.execute(_QUERIES["charge_by_key"], {"key": key}).fetchone()
+            if existing is not None:  # a repeat of a keyed request: no new effect
+                return _as_charge(existing)
+        charge_id = f"ch-{order_id}-{attempt}"
+        db.execute(
+            _QUERIES["insert_charge"],
+            {"charge_id": charge_id, "order_id": order_id, "amount": amount, "key": key},
+        )
+        return {"charge_id": charge_id, "order_id": order_id, "amount": amount}
+
+
+def _log_request(
+    db: sqlite3.Connection, kind: str, order_id: str, amount: int, attempt: int, fault: str
+) -> None:
+    db.execute(
+        _QUERIES["log_request"],
+        {
+            "kind": kind,
+            "order_id": order_id,
+            "amount": amount,
+            "attempt": attempt,
+            "fault": fault,
+            "pid": os.getpid(),
+        },
+    )
+
+
+def _as_charge(row: tuple[Any, ...]) -> dict[str, Any]:
+    charge_id, order_id, amount = row
+    return {"charge_id": charge_id, "order_id": order_id, "amount": amount}
+
+
+def _respond(fault: str, charge: dict[str, Any] | None) -> dict[str, Any]:
+    """What the client sees: the charge, or the failure the fault stands for."""
+    if fault == "ok" and charge is not None:
+        return charge
+    if fault in ("lost_response", "timeout"):
+        raise TimeoutError(f"charge request timed out ({fault})")
+    status = 502 if fault == "gateway_error" else 503
+    raise ToolError.from_status(status, f"HTTP {status} from the payment service")

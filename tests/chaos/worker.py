@@ -1,0 +1,265 @@
+"""One chaos worker process: executes its plan of charges through toolspan.
+
+Each worker has its own executor, its own connection to the shared store
+(SQLite file or Redis) and its own OpenTelemetry SDK with an in-memory
+exporter. Retryable results (another worker holds the key, every attempt
+failed, ...) go back to the end of the worker's queue, as an agent runtime
+would reschedule them. At the end the worker writes a JSON report: the final
+outcome of every step, every result status it saw, and what its call spans
+say, so the parent can check the trace against the results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections import Counter, deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.chaos.fake_service import KillSwitch, Ledger, LedgerService
+from toolspan.tracer import (
+    Executor,
+    RetryPolicy,
+    Safeguards,
+    Tool,
+    ToolCall,
+    ToolResult,
+    current_call,
+)
+from toolspan.tracer.store import Claim, SQLiteStore, derive_key
+from toolspan.tracer.store._base import CheckedStore
+
+__all__ = ["RESCHEDULED", "Step", "StoreLocation", "WorkerConfig", "action_key", "run_worker"]
+
+StepKind = Literal["action", "replan", "conflict"]
+# Results a worker reschedules; every other status is final.
+RESCHEDULED = frozenset({"in_progress", "attempt_limit", "wait_budget", "deadline_exceeded"})
+CHARGE_PARAMETERS = {
+    "type": "object",
+    "properties": {"order_id": {"type": "string"}, "amount": {"type": "integer"}},
+    "required": ["order_id", "amount"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tool call to make: a charge, a re-plan of a done charge, or a conflicting reuse."""
+
+    kind: StepKind
+    order_id: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    backend: Literal["sqlite", "redis"]
+    where: str  # the SQLite path or the Redis URL
+    prefix: str = "toolspan:"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    index: int
+    steps: tuple[Step, ...]
+    store: StoreLocation
+    ledger_path: str
+    honours_keys: bool
+    report_path: str
+    lease_s: float
+    deadline_s: float
+    kill_switch: KillSwitch | None = None
+    retry_pause_s: float = 0.02
+
+
+def action_key(order_id: str) -> str:
+    """One key per logical action: the charge step of the order's request."""
+    return derive_key(f"req-{order_id}", "charge")
+
+
+class _ClaimLog:
+    """Remembers the outcome of the last claim a store answered (one thread per worker)."""
+
+    last: str | None = None
+
+    def claim(self, key: str, fingerprint: str, *, lease_s: float, ttl_s: float) -> Claim:
+        claimed: Claim = super().claim(key, fingerprint, lease_s=lease_s, ttl_s=ttl_s)  # type: ignore[misc]
+        self.last = claimed.outcome
+        return claimed
+
+
+class _LoggedSQLiteStore(_ClaimLog, SQLiteStore):
+    pass
+
+
+def open_store(location: StoreLocation) -> CheckedStore:
+    if location.backend == "sqlite":
+        return _LoggedSQLiteStore(location.where)
+    from toolspan.tracer.store import RedisStore
+
+    class _LoggedRedisStore(_ClaimLog, RedisStore):
+        pass
+
+    return _LoggedRedisStore(location.where, prefix=location.prefix)
+
+
+def charge_tool(service: LedgerService, *, honours_keys: bool) -> Tool:
+    """The charge tool as an agent would declare it for this service."""
+
+    def charge(order_id: str, amount: int) -> dict[str, Any]:
+        call = current_call()
+        # Forwarded as an Idempotency-Key header; the legacy API ignores it.
+        return service.charge(order_id, amount, call.idempotency_key if call else None)
+
+    def charge_status(order_id: str, amount: int) -> dict[str, Any] | None:
+        return service.charge_status(order_id)
+
+    return Tool(
+        "charge",
+        charge,
+        side_effect="write",
+        idempotent=honours_keys,
+        read_back=None if honours_keys else charge_status,
+        parameters=CHARGE_PARAMETERS,
+    )
+
+
+@dataclass
+class _Tally:
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    statuses: Counter[str] = field(default_factory=Counter)  # every result, final or not
+    claims: Counter[str] = field(default_factory=Counter)
+    unfinished: int = 0
+
+
+def run_worker(config: WorkerConfig, start_gate: Any = None) -> None:
+    """Process entry point (``spawn``): run the plan, then write the report."""
+    store = open_store(config.store)
+    ledger = Ledger(config.ledger_path)
+    service = LedgerService(
+        ledger, honours_keys=config.honours_keys, kill_switch=config.kill_switch
+    )
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    guards = Safeguards(
+        store=store,
+        lease_s=config.lease_s,
+        max_attempts_per_action=None,  # the turn budget is not what this test is about
+        loop_threshold=None,  # polling an in-flight key must not count as a loop
+    )
+    executor = Executor(
+        [charge_tool(service, honours_keys=config.honours_keys)],
+        safeguards=guards,
+        policy=RetryPolicy(base_delay_s=0, max_delay_s=0, jitter=0),
+        tracer_provider=provider,
+        sleep=lambda _seconds: None,
+        rng=random.Random(config.index),
+    )
+    if start_gate is not None:
+        start_gate.wait(timeout=120)  # every worker starts at once, so shared actions race
+    tally = _work(config, executor, store)
+    report = {
+        "index": config.index,
+        "pid": os.getpid(),
+        "outcomes": tally.outcomes,
+        "statuses": dict(tally.statuses),
+        "claims": dict(tally.claims),
+        "spans": _span_summary(exporter.get_finished_spans()),
+        "unfinished": tally.unfinished,
+    }
+    staged = f"{config.report_path}.tmp"
+    Path(staged).write_text(json.dumps(report), encoding="utf-8")
+    Path(staged).replace(config.report_path)
+    provider.shutdown()
+    store.close()
+    ledger.close()
+
+
+def _work(config: WorkerConfig, executor: Executor, store: CheckedStore) -> _Tally:
+    tally = _Tally()
+    queue: deque[tuple[float, Step]] = deque((0.0, step) for step in config.steps)
+    done: set[str] = set()
+    deadline = time.monotonic() + config.deadline_s
+    seq = 0
+    while queue and time.monotonic() < deadline:
+        not_before, step = queue.popleft()
+        pause = not_before - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        if step.kind != "action" and step.order_id not in done:
+            # Re-plans and conflicting reuses are of charges this worker finished.
+            queue.append((time.monotonic() + config.retry_pause_s, step))
+            continue
+        seq += 1
+        call_id = f"w{config.index}-{os.getpid()}-{seq}"
+        result, claim = _execute(config, executor, store, step, call_id)
+        tally.statuses[result.status] += 1
+        tally.claims[claim or "none"] += 1
+        if result.status in RESCHEDULED:
+            queue.append((time.monotonic() + config.retry_pause_s, step))
+            continue
+        tally.outcomes.append(_outcome(step, result, claim))
+        if step.kind == "action" and result.ok:
+            done.add(step.order_id)
+    tally.unfinished = len(queue)
+    return tally
+
+
+def _execute(
+    config: WorkerConfig, executor: Executor, store: CheckedStore, step: Step, call_id: str
+) -> tuple[ToolResult, str | None]:
+    assert isinstance(store, _ClaimLog)
+    store.last = None
+    result = executor.execute(
+        ToolCall(
+            "charge",
+            call_id,  # a new tool-call id every time, as a model re-planning would send
+            {"order_id": step.order_id, "amount": step.amount},
+            conversation_id=f"conv-{step.order_id}",
+            request_id=f"req-{step.order_id}",
+            turn_id=f"turn-{config.index}",
+            idempotency_key=action_key(step.order_id),
+        )
+    )
+    return result, store.last
+
+
+def _outcome(step: Step, result: ToolResult, claim: str | None) -> dict[str, Any]:
+    data = result.data if isinstance(result.data, dict) else {}
+    return {
+        **asdict(step),
+        "call_id": result.call_id,
+        "claim": claim,
+        "status": result.status,
+        "error_code": result.error_code,
+        "replayed": result.replayed,
+        "reconciled": result.reconciled,
+        "attempts": result.attempts,
+        "charge_id": data.get("charge_id"),
+        "charged_amount": data.get("amount"),
+    }
+
+
+def _span_summary(spans: tuple[ReadableSpan, ...]) -> dict[str, Any]:
+    """What the trace says, to compare with what the results say."""
+    calls = [dict(s.attributes or {}) for s in spans if s.name.startswith("execute_tool ")]
+    return {
+        "attempt_spans": sum(1 for s in spans if s.name.startswith("attempt ")),
+        "statuses": dict(Counter(str(a.get("toolspan.status")) for a in calls)),
+        "replayed": sum(1 for a in calls if a.get("toolspan.idempotency.replayed")),
+        "reconciled": sum(1 for a in calls if a.get("toolspan.reconciled")),
+        "read_back": {
+            str(a["gen_ai.tool.call.id"]): str(a["toolspan.read_back"])
+            for a in calls
+            if "toolspan.read_back" in a
+        },
+    }
