@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -206,7 +206,13 @@ def _check(new_backend: Callable[[], Opener], examples: int, **extra: Any) -> No
     """Run the machine; ``new_backend`` gives each example an empty backend to open."""
     run_state_machine_as_test(
         lambda: ClaimMachine(new_backend()),  # type: ignore[arg-type]  # a factory is fine
-        settings=settings(max_examples=examples, stateful_step_count=40, deadline=None, **extra),
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=40,
+            deadline=None,  # timing is not a property; CI machines are loaded
+            suppress_health_check=[HealthCheck.too_slow],
+            **extra,
+        ),
     )
 
 
