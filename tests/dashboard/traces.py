@@ -79,6 +79,20 @@ def sha256(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode()).hexdigest()
 
 
+def send_email(attempt: Attempt | None) -> Call:
+    """A keyed write; without an attempt it was replayed from the idempotency store."""
+    return Call(
+        "send_email",
+        {"to": "a@example.com", "body": "hi"},
+        "succeeded",
+        [attempt] if attempt else [],
+        result={"sent": True},
+        side_effect="write",
+        idempotency_key="email-1",
+        replayed=attempt is None,
+    )
+
+
 def scenario() -> list[Conversation]:
     """Retries, an early stop, a loop, a duplicate write, permanent and replayed calls."""
     ok = Attempt("ok", 120)
@@ -138,34 +152,11 @@ def scenario() -> list[Conversation]:
             "conv-dup",
             3600,
             [
-                Call(
-                    "send_email",
-                    {"to": "a@example.com", "body": "hi"},
-                    "succeeded",
-                    [ok],
-                    result={"sent": True},
-                    side_effect="write",
-                    idempotency_key="email-1",
-                ),
-                Call(
-                    "send_email",
-                    {"to": "a@example.com", "body": "hi"},
-                    "succeeded",
-                    [ok],
-                    result={"sent": True},
-                    side_effect="write",
-                    idempotency_key="email-1",
-                ),
-                Call(
-                    "send_email",
-                    {"to": "a@example.com", "body": "hi"},
-                    "succeeded",
-                    [],
-                    result={"sent": True},
-                    side_effect="write",
-                    idempotency_key="email-1",
-                    replayed=True,
-                ),
+                # The same keyed write executed twice (a duplicate write),
+                # then answered from the idempotency store (not a duplicate).
+                send_email(ok),
+                send_email(ok),
+                send_email(None),
                 Call(
                     "create_ticket",
                     {"title": ""},
