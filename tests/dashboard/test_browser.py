@@ -71,14 +71,19 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]
         text=True,
         cwd=tmp_path,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,  # its own process group: cleanup reaches the Streamlit child
     )
     try:
         url, output = wait_for_url(process)
         yield url, output, process
     finally:
         if process.poll() is None:
-            process.kill()
-            process.wait()
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
 
 def distinct_colours(path: Path) -> int:
