@@ -40,6 +40,7 @@ unit: setup ## Fast tests only (no collector, Redis or browser)
 bench: setup ## Benchmarks (not part of the test suite)
 	$(BIN)/python bench/tracer_overhead.py
 	$(BIN)/python bench/analyzer_bench.py
+	$(BIN)/python bench/dashboard_bench.py
 
 sample-traces: setup ## Regenerate the checked-in sample traces (and print the findings)
 	$(BIN)/python -m sample_traces --no-dashboard
