@@ -48,3 +48,7 @@ SELECT kind, fault, count(*) FROM request GROUP BY kind, fault ORDER BY kind, fa
 
 -- name: charge_request_amounts
 SELECT DISTINCT order_id, amount FROM request WHERE kind = 'charge';
+
+-- name: charge_requests_of_order
+SELECT attempt, fault, pid FROM request
+WHERE kind = 'charge' AND order_id = :order_id ORDER BY attempt;

@@ -97,6 +97,7 @@ class ChaosRun:
     requests: Counter[tuple[str, str]]  # (kind, fault) -> requests at the service
     charged_amounts: set[tuple[str, int]]  # (order, amount) of every charge request
     killed_pid: int
+    kill_order_requests: list[tuple[int, str, int]]  # (attempt, fault, pid) at the service
     killed_exitcode: int | None
     exitcodes: list[int | None] = field(default_factory=list)
 
@@ -225,6 +226,12 @@ def _collect(
         charges.setdefault(order_id, []).append((charge_id, amount))
     requests = Counter({(kind, fault): n for kind, fault, n in ledger.rows("requests_by_fault")})
     amounts = {(order, amount) for order, amount in ledger.rows("charge_request_amounts")}
+    kill_order_requests = [
+        (int(attempt), str(fault), int(pid))
+        for attempt, fault, pid in ledger.rows(
+            "charge_requests_of_order", order_id=scenario.kill_order
+        )
+    ]
     ledger.close()
     return ChaosRun(
         scenario=scenario,
@@ -234,6 +241,7 @@ def _collect(
         requests=requests,
         charged_amounts=amounts,
         killed_pid=killed.pid,
+        kill_order_requests=kill_order_requests,
         killed_exitcode=exitcode,
         exitcodes=[process.exitcode for process in processes],
     )
