@@ -296,9 +296,13 @@ class Analyzer:
         for line in bad:
             bad_by_file[line.path] = bad_by_file.get(line.path, 0) + 1
         now = datetime.now(UTC).replace(tzinfo=None)
+        duplicates = self._execute(statement("ingest", "duplicate_spans")).fetchone()
+        if duplicates and duplicates[0]:
+            self._execute(statement("ingest", "deduplicate_stage"))
         self._execute("BEGIN TRANSACTION")
         try:
-            for name in ("insert_spans", "insert_conversations", "insert_tool_spans"):
+            # Tool spans first: the anti-joins look at what is already stored.
+            for name in ("insert_tool_spans", "insert_conversations", "insert_spans"):
                 self._execute(statement("ingest", name))
             for path in batch:
                 stat = path.stat()

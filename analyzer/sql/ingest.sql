@@ -12,35 +12,51 @@ SELECT source_file, count(*) FILTER (WHERE first_of_line) AS lines, count(*) FIL
 FROM stage
 GROUP BY source_file;
 
+-- name: duplicate_spans
+-- Spans present twice in the batch (e.g. a file and its .gz copy).
+SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM stage WHERE has_span;
+
+-- name: deduplicate_stage
+CREATE OR REPLACE TEMP TABLE stage AS
+SELECT * FROM stage
+WHERE has_span
+QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY source_file) = 1;
+
 -- name: insert_spans
-INSERT OR IGNORE INTO span_rows
+INSERT INTO span_rows
 SELECT
     trace_id, span_id, parent_span_id, name, kind,
     make_timestamp(start_ns // 1000) AS start_time,
     make_timestamp(end_ns // 1000) AS end_time,
     (end_ns - start_ns) / 1e6 AS duration_ms,
     status_code, status_message, service_name, scope_name, attributes, source_file
-FROM stage
-WHERE has_span;
+FROM stage AS s
+WHERE has_span
+  AND NOT EXISTS (SELECT 1 FROM span_rows AS r WHERE r.trace_id = s.trace_id AND r.span_id = s.span_id);
 
 -- name: insert_conversations
-INSERT OR IGNORE INTO trace_conversation_rows
+INSERT INTO trace_conversation_rows
 SELECT trace_id, span_id, coalesce(attributes['gen_ai.conversation.id'], attributes['session.id'])
-FROM stage
-WHERE has_span AND coalesce(attributes['gen_ai.conversation.id'], attributes['session.id']) IS NOT NULL;
+FROM stage AS s
+WHERE has_span
+  AND coalesce(attributes['gen_ai.conversation.id'], attributes['session.id']) IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM trace_conversation_rows AS r WHERE r.trace_id = s.trace_id AND r.span_id = s.span_id);
 
 -- name: insert_tool_spans
 -- Tool spans of every instrumentation: toolspan call and attempt spans, GenAI
 -- execute_tool spans, OpenInference TOOL spans. Message-history attributes are
 -- never read: they repeat earlier turns.
-INSERT OR IGNORE INTO tool_span_rows
+INSERT INTO tool_span_rows
 WITH tool_span AS (
     SELECT
         *,
         coalesce(attributes['gen_ai.tool.call.arguments'], attributes['input.value']) AS arguments_text,
         coalesce(attributes['gen_ai.tool.call.result'], attributes['output.value']) AS result_text
-    FROM stage
-    WHERE has_span AND (
+    FROM stage AS s
+    WHERE has_span
+      AND NOT EXISTS (SELECT 1 FROM tool_span_rows AS r WHERE r.trace_id = s.trace_id AND r.span_id = s.span_id)
+      AND (
         attributes['toolspan.attempt'] IS NOT NULL
         OR attributes['gen_ai.operation.name'] = 'execute_tool'
         OR starts_with(name, 'execute_tool')

@@ -1,5 +1,7 @@
--- Base tables. Spans are unique by (trace_id, span_id); files are remembered
--- by (path, size, mtime) so ingesting the same file twice reads nothing.
+-- Base tables. Spans are unique by (trace_id, span_id): the ingest statements
+-- enforce it with an anti-join, which costs a fraction of a primary-key index
+-- on bulk inserts. Files are remembered by (path, size, mtime) so ingesting
+-- the same file twice reads nothing.
 
 CREATE TABLE IF NOT EXISTS toolspan_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 
@@ -32,8 +34,7 @@ CREATE TABLE IF NOT EXISTS span_rows (
     service_name VARCHAR,
     scope_name VARCHAR,
     attributes MAP(VARCHAR, VARCHAR),
-    source_file VARCHAR,
-    PRIMARY KEY (trace_id, span_id)
+    source_file VARCHAR
 );
 
 -- Spans that carry a conversation id (any span, not only tool spans): a tool
@@ -41,8 +42,7 @@ CREATE TABLE IF NOT EXISTS span_rows (
 CREATE TABLE IF NOT EXISTS trace_conversation_rows (
     trace_id VARCHAR NOT NULL,
     span_id VARCHAR NOT NULL,
-    conversation_id VARCHAR NOT NULL,
-    PRIMARY KEY (trace_id, span_id)
+    conversation_id VARCHAR NOT NULL
 );
 
 -- Tool-call and attempt spans of every instrumentation, with the attributes
@@ -81,6 +81,5 @@ CREATE TABLE IF NOT EXISTS tool_span_rows (
     status_code VARCHAR,
     start_time TIMESTAMP,
     end_time TIMESTAMP,
-    duration_ms DOUBLE,
-    PRIMARY KEY (trace_id, span_id)
+    duration_ms DOUBLE
 );

@@ -22,13 +22,21 @@ WITH call_span AS (
     FROM tool_span_rows
     WHERE source <> 'attempt'
 )
+-- Three equi-joins rather than one join on an OR, which DuckDB cannot hash.
 SELECT weak.trace_id, weak.span_id
 FROM call_span AS weak
-JOIN call_span AS strong
-  ON strong.trace_id = weak.trace_id AND strong.richness > weak.richness
- AND (strong.parent_span_id = weak.span_id OR strong.span_id = weak.parent_span_id
-      OR strong.call_id = weak.call_id)
- AND strong.tool IS NOT DISTINCT FROM weak.tool;
+JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
+WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+UNION
+SELECT weak.trace_id, weak.span_id
+FROM call_span AS weak
+JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
+WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+UNION
+SELECT weak.trace_id, weak.span_id
+FROM call_span AS weak
+JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
+WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool;
 
 -- name: tool_calls
 CREATE OR REPLACE VIEW tool_calls AS
