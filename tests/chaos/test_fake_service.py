@@ -11,12 +11,9 @@ from tests.chaos.fake_service import COMMITTING_FAULTS, FAULTS, Ledger, LedgerSe
 from toolspan.tracer import ToolError
 
 
-def test_faults_are_a_pure_function_of_order_and_attempt() -> None:
+def test_every_fault_occurs_and_calm_follows() -> None:
     schedule = [fault_for(f"order-{n:04d}", attempt) for n in range(200) for attempt in (1, 2)]
-    assert schedule == [
-        fault_for(f"order-{n:04d}", attempt) for n in range(200) for attempt in (1, 2)
-    ]
-    assert set(Counter(schedule)) == set(FAULTS)
+    assert set(schedule) == set(FAULTS)
     assert fault_for("order-0001", 6) == "ok"  # from then on every action can finish
 
 
