@@ -114,6 +114,15 @@ unsafe_retry AS (
         )::VARCHAR AS detail
     FROM call AS c
     WHERE c.side_effect = 'write' AND c.idempotency_key IS NULL AND c.attempts > 1
+      -- A repeat is safe only when the tool's read-back showed the effect absent
+      -- after the attempt before it (toolspan.read_back = 'absent').
+      AND EXISTS (
+          SELECT 1
+          FROM attempts AS a
+          JOIN spans AS s ON s.trace_id = a.trace_id AND s.span_id = a.span_id
+          WHERE a.trace_id = c.trace_id AND a.call_span_id = c.span_id
+            AND a.attempt < c.attempts
+            AND coalesce(s.attributes['toolspan.read_back'], '') <> 'absent')
 )
 SELECT * FROM loop
 UNION ALL SELECT * FROM duplicate_write

@@ -50,9 +50,11 @@ call AS (
     SELECT
         c.*,
         coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
+        -- Tools the user names as writes are writes, whatever their spans say:
+        -- a declaration can be wrong, and that is exactly when retries hurt.
         CASE
-            WHEN c.side_effect_attr IS NOT NULL OR c.source = 'toolspan' THEN c.side_effect_attr
             WHEN EXISTS (SELECT 1 FROM write_tools AS w WHERE c.tool GLOB w.pattern) THEN 'write'
+            WHEN c.side_effect_attr IS NOT NULL OR c.source = 'toolspan' THEN c.side_effect_attr
             WHEN EXISTS (SELECT 1 FROM write_tools) THEN 'none'
         END AS side_effect,
         coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,

@@ -152,8 +152,9 @@ def test_database_file_persists_and_opens_read_only(tmp_path: Path) -> None:
         az.ingest([tmp_path / "clean.jsonl"])
         az.set_write_tools(["search"])
     with Analyzer(db, read_only=True) as az:
+        # The write-tools setting persists, and naming a tool overrides its spans.
         assert az.query("SELECT count(*), any_value(side_effect) FROM tool_calls").rows == [
-            (6, "none")
+            (6, "write")
         ]
         assert az.query("SELECT count(*) FROM conversations").rows == [(1,)]
         with pytest.raises(DatabaseError, match="read-only"):

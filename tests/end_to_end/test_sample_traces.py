@@ -1,0 +1,82 @@
+"""Issue 6 end to end: the example agent, the sample traces, the analyzer."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from examples.runner import main as run_example
+from sample_traces.__main__ import regenerate
+from sample_traces.agent_run import CONVERSATIONS, WRITE_TOOLS
+from toolspan.analyzer import Analyzer
+
+REPO = Path(__file__).resolve().parents[2]
+CHECKED_IN = REPO / "sample_traces"
+
+
+def found(paths: list[Path], write_tools: tuple[str, ...] = ()) -> Counter[tuple[str, str, str]]:
+    with Analyzer() as analyzer:
+        report = analyzer.ingest(paths)
+        assert report.bad_lines == ()
+        analyzer.set_write_tools(write_tools)
+        return Counter((f.kind, f.conversation_id, f.tool or "") for f in analyzer.findings())
+
+
+def test_checked_in_sample_traces_are_what_the_generator_makes_now(tmp_path):
+    regenerate(tmp_path)
+    for name in (
+        "bicycle/cases.csv",
+        "bicycle/attempts.csv",
+        "bicycle/results.csv",
+        "bicycle/traces.jsonl",
+        "agent_run/traces.jsonl",
+    ):
+        assert filecmp.cmp(tmp_path / name, CHECKED_IN / name, shallow=False), (
+            f"{name} drifted: run `make sample-traces` and commit the result"
+        )
+
+
+def test_analyzer_finds_exactly_the_planted_problems(tmp_path):
+    regenerate(tmp_path)
+    planted = Counter(
+        (kind, conversation.conversation_id, tool)
+        for conversation in CONVERSATIONS
+        for kind, tool in conversation.planted
+    )
+    assert found([tmp_path / "agent_run"], WRITE_TOOLS) == planted
+    assert found([tmp_path / "bicycle"]) == Counter()  # retries, but nothing wrong
+
+
+def test_without_write_tools_the_mis_declared_sms_goes_unseen(tmp_path):
+    regenerate(tmp_path)
+    kinds = {kind for kind, _, _ in found([tmp_path / "agent_run"])}
+    assert "unsafe_retry" not in kinds
+
+
+@pytest.mark.parametrize("shape", ["openai", "anthropic"])
+def test_example_agent_end_to_end(tmp_path, shape, capsys, monkeypatch):
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    out = tmp_path / f"{shape}.jsonl"
+    assert run_example(shape, ["--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    # Every write happened exactly once despite the lost responses.
+    assert "'refund:A-1001': 1" in printed and "'cancel:A-1002': 1" in printed
+    assert found([out]) == Counter({("loop", f"example-{shape}", "track_shipment"): 1})
+    spans = [
+        span
+        for line in out.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    names = {span["name"] for span in spans}
+    assert {
+        "invoke_agent support-desk",
+        "chat scripted-model",
+        "execute_tool refund_order",
+        "attempt 2 refund_order",
+    } <= names
