@@ -43,7 +43,7 @@ class Scenario:
     shared_every: int = 5
     replans_per_worker: int = 15
     conflicts_per_worker: int = 3
-    lease_s: float = 2.0
+    lease_s: float = 2.0  # > any one service call (ms), so only the dead worker loses its key
     deadline_s: float = 60.0
     seed: int = 4
 
