@@ -333,3 +333,21 @@ def check_secrets(receiver: OtlpReceiver, scenario: Scenario) -> None:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_the_standard_otlp_environment_variables_are_honoured(
+    receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    endpoint = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    telemetry = setup_telemetry(SERVICE, set_global=False)  # otlp=None: decided by the env
+    scenario = run_calls(telemetry.tracer_provider, Secrets.fresh())
+    telemetry.force_flush()
+    telemetry.shutdown()
+
+    received = receiver.wait_for_spans(11, timeout_s=10.0)
+    assert {span.transport for span in received} == {"grpc" if protocol == "grpc" else "http"}
+    assert set(call_trees(received)) == set(scenario.results)
+    check_secrets(receiver, scenario)
