@@ -26,7 +26,7 @@ from concurrent import futures
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import grpc  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -43,6 +43,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 __all__ = [
     "OtlpReceiver",
     "ReceivedSpan",
+    "Running",
     "decode_attributes",
     "free_port",
     "wait_for_port",
@@ -189,7 +190,28 @@ def _http_handler(store: _Store) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class OtlpReceiver:
+class Running:
+    """``with service:`` starts it and always stops it (receivers, collectors)."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class OtlpReceiver(Running):
     """OTLP/gRPC and OTLP/HTTP trace receiver on free loopback ports.
 
     >>> with OtlpReceiver() as receiver:
@@ -219,7 +241,7 @@ class OtlpReceiver:
             raise RuntimeError("this receiver was built with http=False")
         return f"http://{LOOPBACK}:{self._http.server_address[1]}"
 
-    def start(self) -> OtlpReceiver:
+    def start(self) -> Self:
         self._grpc.start()
         if self._http is not None:
             self._http_thread = threading.Thread(
@@ -234,17 +256,6 @@ class OtlpReceiver:
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
-
-    def __enter__(self) -> OtlpReceiver:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def raw_bytes(self) -> list[bytes]:

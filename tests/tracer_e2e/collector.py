@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from types import TracebackType
-from typing import Literal
+from typing import Literal, Self
 
 import rotel
 
-from ..otlp_receiver import LOOPBACK, free_port, wait_for_port
+from ..otlp_receiver import LOOPBACK, Running, free_port, wait_for_port
 
 ROTEL_AGENT = Path(rotel.__file__).parent / "rotel-agent"
 
 
-class RotelCollector:
+class RotelCollector(Running):
     """``rotel-agent start`` with OTLP gRPC and HTTP receivers on free ports.
 
     Everything it receives is batched for at most 50 ms and forwarded over
@@ -61,7 +60,7 @@ class RotelCollector:
     def http_endpoint(self) -> str:
         return f"http://{LOOPBACK}:{self.http_port}"
 
-    def start(self) -> RotelCollector:
+    def start(self) -> Self:
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(self._command, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -85,14 +84,3 @@ class RotelCollector:
 
     def output(self) -> str:
         return self._log.read_text(errors="replace")
-
-    def __enter__(self) -> RotelCollector:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
