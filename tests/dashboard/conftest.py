@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,18 @@ import pytest
 from toolspan.analyzer import Analyzer
 
 from .traces import write_chat_only, write_traces
+
+
+@pytest.fixture(autouse=True)
+def restore_main_module() -> Iterator[None]:
+    """AppTest installs the app script as ``__main__``; put the real one back.
+
+    Otherwise every later ``multiprocessing`` spawn in the same pytest run
+    re-executes the dashboard app in its children.
+    """
+    main_module = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main_module
 
 
 def ingest(db_path: Path, *trace_files: Path) -> Path:
