@@ -24,7 +24,7 @@ Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 
 def _canonical_json(text: str) -> str:
@@ -55,7 +55,11 @@ class Analyzer:
             "toolspan_canonical_json", _canonical_json, ["VARCHAR"], "VARCHAR", side_effects=False
         )
         if not read_only:
-            self._create_schema()
+            try:
+                self._create_schema()
+            except BaseException:
+                self._con.close()
+                raise
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -80,12 +84,23 @@ class Analyzer:
         self.close()
 
     def _create_schema(self) -> None:
+        self._check_schema_version()
         self._run_script("schema")
         self._run_script("views")
         self._run_script("findings")
         self._con.execute(
             "INSERT OR REPLACE INTO toolspan_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
         )
+
+    def _check_schema_version(self) -> None:
+        self._execute(statement("schema_check", "meta_table"))
+        row = self._execute(statement("schema_check", "schema_version")).fetchone()
+        if row and row[0] != SCHEMA_VERSION:
+            raise DatabaseError(
+                f"the database was written by another version of the analyzer (schema "
+                f"{row[0]}, this one writes {SCHEMA_VERSION}): "
+                "ingest the traces into a new database"
+            )
 
     def _run_script(self, file_stem: str) -> None:
         for sql in statements(file_stem).values():
@@ -231,6 +246,7 @@ class Analyzer:
         Returns the line counts of the files read line by line and their bad lines.
         """
         self._execute(statement("read_batch", "or_null_macro"))
+        self._execute(statement("read_batch", "attribute_macro"))
         empty = scratch / "empty.jsonl"
         empty.touch()
         # The stage's columns come from the read itself (an empty file binds them).

@@ -118,11 +118,10 @@ unsafe_retry AS (
       -- after the attempt before it (toolspan.read_back = 'absent').
       AND EXISTS (
           SELECT 1
-          FROM attempts AS a
-          JOIN spans AS s ON s.trace_id = a.trace_id AND s.span_id = a.span_id
-          WHERE a.trace_id = c.trace_id AND a.call_span_id = c.span_id
+          FROM tool_span_rows AS a
+          WHERE a.source = 'attempt' AND a.trace_id = c.trace_id AND a.parent_span_id = c.span_id
             AND a.attempt < c.attempts
-            AND coalesce(s.attributes['toolspan.read_back'], '') <> 'absent')
+            AND coalesce(a.read_back, '') <> 'absent')
 )
 SELECT * FROM loop
 UNION ALL SELECT * FROM duplicate_write

@@ -9,6 +9,12 @@
 -- name: or_null_macro
 CREATE OR REPLACE TEMP MACRO _or_null(items) AS CASE WHEN len(items) > 0 THEN items ELSE [NULL] END;
 
+-- name: attribute_macro
+-- One attribute's text from an attribute list (NULL when absent): cheaper than
+-- building a MAP for a lookup or two.
+CREATE OR REPLACE TEMP MACRO _attribute(attribute_list, attribute_key) AS
+    list_filter(attribute_list, lambda a: a.key = attribute_key)[1].value;
+
 -- name: stage_select
 WITH request AS (
     SELECT
@@ -72,14 +78,15 @@ SELECT
     nullif(s.status.message, '') AS status_message,
     service_name,
     scope_name,
-    -- map() rejects NULL and duplicate keys: such a line fails the typed read
-    -- and is then reported by the line-by-line reader.
-    map(
-        list_transform(s.attributes, lambda a: a.key),
-        list_transform(s.attributes, lambda a: coalesce(
+    -- Kept as a list of (key, text) pairs: building a MAP costs more than the
+    -- whole typed read, so the spans view builds it only for the rows it returns.
+    -- NULL and duplicate keys are found by suspect_files (ingest.sql).
+    list_transform(s.attributes, lambda a: {
+        'key': a.key,
+        'value': coalesce(
             a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
-            a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR))
-    ) AS attributes,
+            a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR)
+    }) AS attribute_list,
     source_file,
     -- The first row of every request: counting them counts the lines read.
     resource_no = 1 AND scope_no = 1 AND span_no = 1 AS first_of_line,

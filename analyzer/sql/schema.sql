@@ -3,8 +3,6 @@
 -- on bulk inserts. Files are remembered by (path, size, mtime) so ingesting
 -- the same file twice reads nothing.
 
-CREATE TABLE IF NOT EXISTS toolspan_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
-
 CREATE TABLE IF NOT EXISTS ingested_files (
     path VARCHAR NOT NULL,
     size BIGINT NOT NULL,
@@ -33,7 +31,8 @@ CREATE TABLE IF NOT EXISTS span_rows (
     status_message VARCHAR,
     service_name VARCHAR,
     scope_name VARCHAR,
-    attributes MAP(VARCHAR, VARCHAR),
+    -- Every attribute as text; the spans view shows them as a MAP.
+    attribute_list STRUCT(key VARCHAR, value VARCHAR)[],
     source_file VARCHAR
 );
 
@@ -74,6 +73,7 @@ CREATE TABLE IF NOT EXISTS tool_span_rows (
     retry_initiator VARCHAR,
     attempt BIGINT,
     outcome VARCHAR,
+    read_back VARCHAR,
     delay_s DOUBLE,
     elapsed_wait_s DOUBLE,
     error_type VARCHAR,

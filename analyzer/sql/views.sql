@@ -1,7 +1,8 @@
 -- name: spans
 CREATE OR REPLACE VIEW spans AS
 SELECT trace_id, span_id, parent_span_id, name, kind, start_time, end_time, duration_ms,
-       status_code, status_message, service_name, scope_name, attributes, source_file
+       status_code, status_message, service_name, scope_name,
+       map_from_entries(attribute_list) AS attributes, source_file
 FROM span_rows;
 
 -- name: trace_conversations
