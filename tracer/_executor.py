@@ -13,12 +13,14 @@ import contextvars
 import inspect
 import logging
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, TracerProvider
 
@@ -45,12 +47,34 @@ _CURRENT_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
 )
 
 
-def _as_current(span: Span) -> Any:
-    # The SDK would record the raw exception message (secrets and all); the
-    # executor records a redacted one itself.
-    return trace.use_span(
-        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-    )
+class _LeaseKeeper:
+    """Renews a claimed key's lease while one slow attempt runs.
+
+    Without it an attempt longer than the lease would let another worker
+    take the key over and run the write a second time.
+    """
+
+    def __init__(self, guards: Safeguards, key: str, token: str) -> None:
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._renew, args=(guards, key, token), name="toolspan-lease", daemon=True
+        )
+        self._thread.start()
+
+    def _renew(self, guards: Safeguards, key: str, token: str) -> None:
+        while not self._stopped.wait(guards.lease_s / 3):
+            try:
+                if not guards.renew(key, token):
+                    return  # taken over: nothing left to keep
+            except StoreError:
+                _log.warning("could not renew the lease of an idempotency key")
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+_ATTEMPT_OK: dict[str, Any] = {attr.ATTEMPT_OUTCOME: "ok", attr.RETRY_DELAY_S: 0.0}
+_Scope = tuple[object, contextvars.Token[ToolCall | None], _LeaseKeeper | None]
 
 
 def current_call() -> ToolCall | None:
@@ -61,6 +85,10 @@ def current_call() -> ToolCall | None:
     """
     return _CURRENT_CALL.get()
 
+
+_NOT_ANSWERS: frozenset[str] = frozenset(
+    {"loop_blocked", "in_progress", "store_unavailable", "turn_budget"}
+)
 
 # Sentinels for the read-back answer: not asked, or asked and failed.
 _SKIPPED = object()
@@ -147,13 +175,17 @@ class _Core:
         kind: SpanKind = SpanKind.INTERNAL,
         context: Any = None,
     ) -> Span:
-        start = self.span_clock() if self.span_clock is not None else None
+        if self.span_clock is None:
+            return self.tracer.start_span(name, context=context, kind=kind, attributes=attributes)
         return self.tracer.start_span(
-            name, context=context, kind=kind, attributes=attributes, start_time=start
+            name, context=context, kind=kind, attributes=attributes, start_time=self.span_clock()
         )
 
     def _end(self, span: Span) -> None:
-        span.end(end_time=self.span_clock() if self.span_clock is not None else None)
+        if self.span_clock is None:
+            span.end()
+        else:
+            span.end(end_time=self.span_clock())
 
     # -- before the first attempt -------------------------------------------------
 
@@ -260,6 +292,27 @@ class _Core:
 
     # -- around each attempt ------------------------------------------------------
 
+    def enter(self, run: _Run, attempt_span: Span) -> _Scope:
+        """Make the attempt span current (so client spans nest under it), expose
+        the call to the tool, and keep a claimed key's lease alive."""
+        # Attach directly rather than via use_span: the SDK's helper would also
+        # record the raw exception message (secrets and all).
+        context_token = otel_context.attach(trace.set_span_in_context(attempt_span))
+        call_token = _CURRENT_CALL.set(run.call)
+        keeper = None
+        if run.claim_token is not None and self.safeguards is not None:
+            assert run.call.idempotency_key is not None
+            keeper = _LeaseKeeper(self.safeguards, run.call.idempotency_key, run.claim_token)
+        return context_token, call_token, keeper
+
+    @staticmethod
+    def leave(scope: _Scope) -> None:
+        context_token, call_token, keeper = scope
+        if keeper is not None:
+            keeper.stop()
+        _CURRENT_CALL.reset(call_token)
+        otel_context.detach(context_token)  # type: ignore[arg-type]
+
     def start_attempt(self, run: _Run) -> Span:
         run.attempt += 1
         attributes = {
@@ -293,8 +346,7 @@ class _Core:
                 return self.finish(
                     run, status="invalid_response", error_code="invalid_response", message=detail
                 )
-        attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, "ok")
-        attempt_span.set_attribute(attr.RETRY_DELAY_S, 0.0)
+        attempt_span.set_attributes(_ATTEMPT_OK)
         attempt_span.set_status(StatusCode.OK)
         self._end(attempt_span)
         self._emit_attempt(run, "ok", 0.0)
@@ -329,21 +381,29 @@ class _Core:
             elapsed_s=self.clock() - run.started_at,
         )
         self._record_failure(run, attempt_span, error, decision.delay_s)
+        # An unprotected write that failed ambiguously, with no read-back to say
+        # the effect is absent: it may or may not have happened.
+        outcome_unknown = (
+            run.tool.is_write and error.code in AMBIGUOUS_CODES and not run.safe_to_repeat
+        )
         if run.tool.is_write and not (run.tool.idempotent and run.call.idempotency_key):
             run.safe_to_repeat = False  # a read-back's "absent" covers one repeat only
         if not decision.retry:
-            return self._stopped(run, error, decision)
+            return self._stopped(run, error, decision, outcome_unknown=outcome_unknown)
         return decision
 
     def _record_failure(
         self, run: _Run, attempt_span: Span, error: ToolError, delay_s: float
     ) -> None:
         message = self.redactor.text(error.message)
-        attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, error.code)
-        attempt_span.set_attribute(attr.ERROR_TYPE, error.code)
+        failure: dict[str, Any] = {
+            attr.ATTEMPT_OUTCOME: error.code,
+            attr.ERROR_TYPE: error.code,
+            attr.RETRY_DELAY_S: delay_s,
+        }
         if error.status_code is not None:
-            attempt_span.set_attribute(attr.HTTP_STATUS_CODE, error.status_code)
-        attempt_span.set_attribute(attr.RETRY_DELAY_S, delay_s)
+            failure[attr.HTTP_STATUS_CODE] = error.status_code
+        attempt_span.set_attributes(failure)
         attempt_span.set_status(StatusCode.ERROR, message)
         self._end(attempt_span)
         self._emit_attempt(run, error.code, delay_s)
@@ -354,7 +414,6 @@ class _Core:
             not run.safe_to_repeat
             and run.tool.read_back is not None
             and error.code in AMBIGUOUS_CODES
-            and error.code in run.policy.retryable_codes
         )
 
     def read_back_failed(self, run: _Run, exc: Exception) -> Any:
@@ -368,17 +427,20 @@ class _Core:
     def waited(self, run: _Run, delay_s: float) -> None:
         run.total_wait_s = round(run.total_wait_s + delay_s, 2)
 
-    def _stopped(self, run: _Run, error: ToolError, decision: Decision) -> ToolResult:
-        assert decision.status is not None
+    def _stopped(
+        self, run: _Run, error: ToolError, decision: Decision, *, outcome_unknown: bool
+    ) -> ToolResult:
+        status: Status = decision.status or "permanent_error"
         code = error.code
-        if decision.status == "unsafe_retry" and code in AMBIGUOUS_CODES:
-            # The write may or may not have happened: say so, never guess.
-            code = "unknown_outcome"
+        if outcome_unknown:
+            # The write may or may not have happened: say so, never guess. This
+            # holds for a non-retryable code too (a dropped connection).
+            status, code = "unsafe_retry", "unknown_outcome"
         return self.finish(
             run,
-            status=decision.status,
+            status=status,
             error_code=code,
-            message=self._stop_message(decision.status, error),
+            message=self._stop_message(status, error),
             retry_after_s=decision.retry_after_s,
             http_status=error.status_code,
         )
@@ -513,6 +575,8 @@ class _Core:
                 message="another call with this idempotency key is running; try again later",
             )
         run.claim_token = claim.token
+        if claim.outcome == "takeover":
+            run.span.set_attribute(attr.IDEMPOTENCY_TAKEOVER, True)
         run.read_back_first = claim.outcome == "takeover" or guards.outcome_unknown(key)
         if run.read_back_first:
             run.span.set_attribute(attr.READ_BACK, "required")
@@ -600,7 +664,9 @@ class _Core:
         try:
             if run.claim_token is not None and call.idempotency_key:
                 self._settle_claim(guards, run, result, encoded, call.idempotency_key)
-            if result.status != "loop_blocked" and run.call_fingerprint:
+            # Refusals that never ran the tool are no answer: polling a key in
+            # flight elsewhere must not turn into a loop.
+            if result.status not in _NOT_ANSWERS and run.call_fingerprint:
                 answer = result_hash if result.ok else (result.error_code or result.status)
                 guards.record_answer(call.conversation_id, run.call_fingerprint, str(answer))
                 guards.remember_outcome(
@@ -767,24 +833,24 @@ class Executor:
         run = core.begin(call)
         if isinstance(run, ToolResult):
             return run
-        refused = core.admit(run)
-        if refused is None and run.read_back_first:
-            refused = core.settle_unknown(run, self._read_back(run))
-        if refused is not None:
-            return refused
-        while True:
-            refused = core.may_attempt(run)
+        guarded = core.safeguards is not None
+        if guarded:
+            refused = core.admit(run)
+            if refused is None and run.read_back_first:
+                refused = core.settle_unknown(run, self._read_back(run))
             if refused is not None:
                 return refused
+        while True:
+            if guarded:
+                refused = core.may_attempt(run)
+                if refused is not None:
+                    return refused
             attempt_span = core.start_attempt(run)
+            scope = core.enter(run, attempt_span)
             try:
-                token = _CURRENT_CALL.set(run.call)
-                try:
-                    with _as_current(attempt_span):
-                        data = run.tool.fn(**run.arguments)
-                finally:
-                    _CURRENT_CALL.reset(token)
+                data = run.tool.fn(**run.arguments)
             except Exception as exc:
+                core.leave(scope)
                 error = to_tool_error(exc)
                 if error is None:
                     core.crashed(run, attempt_span, exc)
@@ -793,6 +859,7 @@ class Executor:
                 if result is not None:
                     return result
                 continue
+            core.leave(scope)
             return core.succeeded(run, attempt_span, data)
 
     def _read_back(self, run: _Run) -> Any:
@@ -894,24 +961,24 @@ class AsyncExecutor:
         run = core.begin(call)
         if isinstance(run, ToolResult):
             return run
-        refused = core.admit(run)
-        if refused is None and run.read_back_first:
-            refused = core.settle_unknown(run, await self._read_back(run))
-        if refused is not None:
-            return refused
-        while True:
-            refused = core.may_attempt(run)
+        guarded = core.safeguards is not None
+        if guarded:
+            refused = core.admit(run)
+            if refused is None and run.read_back_first:
+                refused = core.settle_unknown(run, await self._read_back(run))
             if refused is not None:
                 return refused
+        while True:
+            if guarded:
+                refused = core.may_attempt(run)
+                if refused is not None:
+                    return refused
             attempt_span = core.start_attempt(run)
+            scope = core.enter(run, attempt_span)
             try:
-                token = _CURRENT_CALL.set(run.call)
-                try:
-                    with _as_current(attempt_span):
-                        data = await _maybe_await(run.tool.fn(**run.arguments))
-                finally:
-                    _CURRENT_CALL.reset(token)
+                data = await _maybe_await(run.tool.fn(**run.arguments))
             except Exception as exc:
+                core.leave(scope)
                 error = to_tool_error(exc)
                 if error is None:
                     core.crashed(run, attempt_span, exc)
@@ -920,6 +987,7 @@ class AsyncExecutor:
                 if result is not None:
                     return result
                 continue
+            core.leave(scope)
             return core.succeeded(run, attempt_span, data)
 
     async def _read_back(self, run: _Run) -> Any:

@@ -8,8 +8,11 @@ or slow never blocks or breaks a tool call: the exporter logs and drops.
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,29 +26,67 @@ if TYPE_CHECKING:
 
 __all__ = ["Telemetry", "setup_telemetry"]
 
+_log = logging.getLogger("toolspan.tracer")
+
 Protocol = Literal["grpc", "http/protobuf"]
 
 
 @dataclass
 class Telemetry:
-    """What :func:`setup_telemetry` built; call :meth:`shutdown` at exit."""
+    """What :func:`setup_telemetry` built.
+
+    :meth:`shutdown` runs at interpreter exit too, bounded by the export
+    timeout: a dead collector never holds a process hostage.
+    """
 
     tracer_provider: TracerProvider
     meter_provider: MeterProvider | None = None
     exporters: list[str] = field(default_factory=list)
+    export_timeout_s: float = 5.0
+    _closed: bool = False
 
-    def force_flush(self, timeout_millis: int = 5_000) -> bool:
-        """Export everything pending; False when an exporter did not finish in time."""
-        flushed = self.tracer_provider.force_flush(timeout_millis)
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Export everything pending; False when that did not finish in time."""
+        timeout = self.export_timeout_s if timeout_s is None else timeout_s
+        millis = int(timeout * 1000)
+        jobs: list[Callable[[], object]] = [lambda: self.tracer_provider.force_flush(millis)]
         if self.meter_provider is not None:
-            flushed = self.meter_provider.force_flush(timeout_millis) and flushed
-        return flushed
+            meters = self.meter_provider
+            jobs.append(lambda: meters.force_flush(millis))
+        return _bounded(jobs, timeout, "flush")
 
-    def shutdown(self) -> None:
-        """Flush and close every exporter."""
-        self.tracer_provider.shutdown()
+    def shutdown(self, timeout_s: float | None = None) -> bool:
+        """Flush and close every exporter, waiting at most ``timeout_s``.
+
+        Returns False when the exporters did not finish in time; what was
+        still queued is then dropped (and said so in the log).
+        """
+        if self._closed:
+            return True
+        self._closed = True
+        timeout = self.export_timeout_s if timeout_s is None else timeout_s
+        jobs: list[Callable[[], object]] = [self.tracer_provider.shutdown]
         if self.meter_provider is not None:
-            self.meter_provider.shutdown()
+            jobs.append(self.meter_provider.shutdown)
+        return _bounded(jobs, timeout, "shutdown")
+
+
+def _bounded(jobs: list[Callable[[], object]], timeout_s: float, what: str) -> bool:
+    # The SDK's own flush and shutdown ignore their timeouts while an exporter
+    # retries; a daemon thread keeps the caller's wait bounded.
+    def run() -> None:
+        for job in jobs:
+            job()
+
+    worker = threading.Thread(target=run, name=f"toolspan-telemetry-{what}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        _log.warning(
+            "telemetry %s did not finish in %.1f s; pending spans dropped", what, timeout_s
+        )
+        return False
+    return True
 
 
 def setup_telemetry(
@@ -83,16 +124,24 @@ def setup_telemetry(
         ) from exc
 
     resource = Resource.create({"service.name": service_name, **(resource_attributes or {})})
-    provider = TracerProvider(resource=resource)
-    telemetry = Telemetry(tracer_provider=provider)
+    # Shut down by Telemetry (bounded) at exit, not by the SDK's unbounded hook.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    telemetry = Telemetry(tracer_provider=provider, export_timeout_s=export_timeout_s)
     timeout_ms = int(export_timeout_s * 1000)
     for label, exporter in _span_exporters(json_path, otlp, protocol, endpoint, export_timeout_s):
-        provider.add_span_processor(BatchSpanProcessor(exporter, export_timeout_millis=timeout_ms))
+        processor = BatchSpanProcessor(
+            exporter,
+            export_timeout_millis=timeout_ms,
+            # Room for bursts while a collector is slow: dropping costs a log record.
+            max_queue_size=8192,
+        )
+        provider.add_span_processor(processor)
         telemetry.exporters.append(label)
     if metrics:
         telemetry.meter_provider = _meter_provider(
             resource, json_path, otlp, protocol, endpoint, export_timeout_s
         )
+    atexit.register(telemetry.shutdown)
     if set_global:
         trace.set_tracer_provider(provider)
         if telemetry.meter_provider is not None:
@@ -201,4 +250,4 @@ def _meter_provider(
                 )
             )
     readers = [PeriodicExportingMetricReader(exporter) for exporter in exporters]
-    return MeterProvider(resource=resource, metric_readers=readers)
+    return MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)

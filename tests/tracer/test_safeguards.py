@@ -164,6 +164,7 @@ def test_takeover_reads_back_before_executing(spans, store):
     taken = executor.execute(charge(call_id="c3"))
     assert (taken.status, taken.reconciled, len(ledger)) == ("succeeded", True, 1)
     assert spans.attrs(spans.calls()[-1])["toolspan.read_back"] == "found"
+    assert spans.attrs(spans.calls()[-1])["toolspan.idempotency.takeover"] is True
 
 
 def test_turn_budget_caps_attempts_per_action_in_a_request(spans, store):
@@ -236,3 +237,97 @@ def test_a_failing_store_fails_closed(spans):
     )
     result = executor.execute(charge())
     assert (result.status, result.retryable, fake.calls) == ("store_unavailable", True, [])
+
+
+def test_a_dropped_connection_on_an_unkeyed_write_is_an_unknown_outcome(spans, store):
+    ledger: list[str] = []
+
+    def charge_fn(order_id, amount):
+        ledger.append(order_id)
+        raise ConnectionResetError  # sent, then the connection dropped
+
+    bare = Tool("charge", charge_fn, side_effect="write")
+    result = build(spans, [bare], store).execute(charge(key=None))
+    assert (result.status, result.error_code, len(ledger)) == ("unsafe_retry", "unknown_outcome", 1)
+    checked = Tool(
+        "charge",
+        charge_fn,
+        side_effect="write",
+        read_back=lambda order_id, amount: {"charged": amount} if ledger else None,
+    )
+    settled = build(spans, [checked], store).execute(charge(key=None, call_id="c2"))
+    assert (settled.status, settled.reconciled, len(ledger)) == ("succeeded", True, 2)
+
+
+def test_a_keyed_write_that_dropped_its_connection_is_read_back_next_time(spans, store):
+    ledger: list[str] = []
+    answers = iter([ConnectionResetError(), None])
+
+    def charge_fn(order_id, amount):
+        ledger.append(order_id)
+        answer = next(answers)
+        if answer is not None:
+            raise answer
+        return {"charge_id": "new"}
+
+    tool = Tool(
+        "charge",
+        charge_fn,
+        side_effect="write",
+        idempotent=False,
+        read_back=lambda order_id, amount: {"charge_id": "ch_1"} if ledger else None,
+    )
+    first = build(spans, [tool], store).execute(charge())
+    assert (first.status, first.reconciled, len(ledger)) == ("succeeded", True, 1)
+
+
+def test_polling_a_key_in_flight_never_becomes_a_loop(spans, store):
+    guards = Safeguards(store=store, loop_threshold=3)
+    from toolspan.tracer._canonical import canonical_json, fingerprint
+
+    same = fingerprint(canonical_json({"order_id": "order-1", "amount": 5}), None)
+    owner = store.claim("order-1:charge", same, lease_s=60, ttl_s=60)  # another worker runs it
+    fake = Scripted({"charge_id": "ch_1"})
+    clock = FakeClock()
+    executor = Executor(
+        [Tool("charge", fake, side_effect="write", idempotent=True)],
+        tracer_provider=spans.provider,
+        sleep=clock.sleep,
+        clock=clock,
+        safeguards=guards,
+    )
+    polls = [executor.execute(charge(call_id=f"p{i}")).status for i in range(5)]
+    assert polls == ["in_progress"] * 5
+    store.complete("order-1:charge", owner.token, b'{"charge_id":"ch_1"}', ttl_s=60)
+    assert executor.execute(charge(call_id="p6")).replayed
+
+
+@pytest.mark.slow
+def test_a_slow_attempt_keeps_its_lease(spans, tmp_path):
+    """Real time: the lease is shorter than the attempt, the heartbeat renews it."""
+    store = SQLiteStore(tmp_path / "lease.sqlite")  # the real wall clock
+    release = threading.Event()
+    started = threading.Event()
+    ledger: list[int] = []
+
+    def slow_charge(order_id, amount):
+        ledger.append(amount)
+        started.set()
+        release.wait(10)
+        return {"charge_id": "ch_1"}
+
+    tool = Tool("charge", slow_charge, side_effect="write", read_back=lambda **_: None)
+    executor = Executor(
+        [tool], tracer_provider=spans.provider, safeguards=Safeguards(store=store, lease_s=0.3)
+    )
+    outcomes = []
+    worker = threading.Thread(target=lambda: outcomes.append(executor.execute(charge())))
+    worker.start()
+    assert started.wait(10)
+    threading.Event().wait(0.9)  # three leases long
+    rival = executor.execute(charge(call_id="rival"))
+    release.set()
+    worker.join(10)
+    assert rival.status == "in_progress"  # not taken over
+    assert outcomes[0].status == "succeeded" and ledger == [5]
+    store.close()

@@ -34,12 +34,9 @@ Collector = Literal["down", "slow"]
 EXPORT_TIMEOUT_S = 0.5
 SLOW_COLLECTOR_DELAY_S = 2.0
 WARMUP_CALLS = 300
-# 2 spans a call: 3000 spans overflow the SDK's queue (2048), so the test
-# also covers "queue full": spans are dropped, the call does not wait.
+# 2 spans a call: 3000 spans pile up in the queue while the collector is
+# down or slow; the call must not wait for them.
 MEASURED_CALLS = 1500
-# The SDK's default queue and batch sizes: at shutdown it drains at most
-# this many batches, each bounded by the export timeout.
-_MAX_PENDING_BATCHES = 2048 // 512 + 1
 
 
 @dataclass(frozen=True)
@@ -153,9 +150,8 @@ def test_a_down_or_slow_collector_costs_the_call_nothing(
     record_property("latency", report)
     # Generous bounds (a 2-core CI box is noisy); the typical cost is a few us.
     assert latency.p50_us <= 2 * baseline.p50_us + 200, report
-    # Shutdown drains what is queued: at most a queue's worth of batches,
-    # each given up after the export timeout, never an unbounded hang.
-    assert shutdown_s <= _MAX_PENDING_BATCHES * EXPORT_TIMEOUT_S + 1.5, report
+    # Shutdown is bounded by the export timeout, however much is queued.
+    assert shutdown_s <= EXPORT_TIMEOUT_S + 0.5, report
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
