@@ -79,6 +79,8 @@ _SECRET_VALUE = re.compile(
     """,
     re.VERBOSE,
 )
+_CACHED_TEXTS = 4096
+_CACHED_TEXT_CHARS = 256
 _CARD_CANDIDATE = re.compile(r"(?<![\d.])\d(?:[ -]?\d){12,18}(?![\d.])")
 
 
@@ -121,8 +123,10 @@ class Redactor:
         self._deny = frozenset(_normalise_key(key) for key in deny_keys)
         self._allow = _DEFAULT_ALLOWED_KEYS | {_normalise_key(key) for key in allow_keys}
         self._extra = tuple(re.compile(pattern) for pattern in extra_patterns)
-        # Keys repeat across calls; remembering the verdict keeps the hot path cheap.
+        # Keys and many values repeat across calls; remembering verdicts keeps
+        # the hot path cheap. Both caches are bounded.
         self._key_verdicts: dict[str, bool] = {}
+        self._texts: dict[str, str] = {}
 
     def is_secret_key(self, key: str) -> bool:
         """True when the value under ``key`` must never be shown."""
@@ -139,6 +143,17 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every secret-looking substring replaced."""
+        if len(value) > _CACHED_TEXT_CHARS:
+            return self._scrub(value)
+        scrubbed = self._texts.get(value)
+        if scrubbed is None:
+            scrubbed = self._scrub(value)
+            if len(self._texts) >= _CACHED_TEXTS:
+                self._texts.clear()
+            self._texts[value] = scrubbed
+        return scrubbed
+
+    def _scrub(self, value: str) -> str:
         value = _SECRET_VALUE.sub(REDACTED, value)
         for pattern in self._extra:
             value = pattern.sub(REDACTED, value)
