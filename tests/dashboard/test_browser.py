@@ -92,7 +92,6 @@ def distinct_colours(path: Path) -> int:
     return len(colours or [])
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed")
 def test_dashboard_renders_in_chromium(
     dashboard: tuple[str, str, subprocess.Popen[str]], tmp_path: Path
 ) -> None:
