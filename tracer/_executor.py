@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 from opentelemetry import context as otel_context
@@ -778,18 +778,20 @@ def _describe(field_name: str, error: Any) -> str:
     return f"{field_name}: fails {rule} {expected!r}"
 
 
-class Executor:
-    """Executes tool calls synchronously behind the retry boundary.
+_SleepT = TypeVar("_SleepT")
 
-    >>> executor = Executor([get_weather])            # doctest: +SKIP
-    >>> result = executor.execute(ToolCall.from_openai(tool_call, conversation_id="c1"))
-    >>> messages.append(result.to_openai_message())   # doctest: +SKIP
+
+class _ExecutorBase(Generic[_SleepT]):
+    """Construction shared by :class:`Executor` and :class:`AsyncExecutor`.
 
     ``sleep``, ``clock`` and ``rng`` are injectable; tests pass a fake clock
     (see :mod:`toolspan.tracer.testing`) so nothing sleeps for real.
     ``span_clock`` (Unix nanoseconds) stamps the spans instead of the SDK's
     clock: simulations and replays get timelines that match their fake time.
+    ``safeguards`` adds the idempotency store and the turn and loop guards.
     """
+
+    _default_sleep: Any
 
     def __init__(
         self,
@@ -800,7 +802,7 @@ class Executor:
         redactor: Redactor | None = None,
         hash_key: bytes | str | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: _SleepT | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         hooks: Sequence[Hook] = (),
@@ -820,12 +822,26 @@ class Executor:
             span_clock=span_clock,
             safeguards=safeguards,
         )
-        self._sleep = sleep
+        self._sleep: _SleepT = sleep if sleep is not None else type(self)._default_sleep
 
     @property
     def tools(self) -> Mapping[str, Tool]:
         """The declared tools by name."""
         return self._core.tools
+
+
+class Executor(_ExecutorBase[Callable[[float], None]]):
+    """Executes tool calls synchronously behind the retry boundary.
+
+    >>> executor = Executor([get_weather])            # doctest: +SKIP
+    >>> result = executor.execute(ToolCall.from_openai(tool_call, conversation_id="c1"))
+    >>> messages.append(result.to_openai_message())   # doctest: +SKIP
+
+    Options: see :class:`_ExecutorBase` (policy, tracer provider, redactor,
+    hash key, result size cap, sleep/clock/rng, hooks, span clock, safeguards).
+    """
+
+    _default_sleep = staticmethod(time.sleep)
 
     def execute(self, call: ToolCall) -> ToolResult:
         """Run ``call`` to a final, structured result."""
@@ -912,48 +928,14 @@ class Executor:
         return self.execute(call)
 
 
-class AsyncExecutor:
+class AsyncExecutor(_ExecutorBase[Callable[[float], Awaitable[None]]]):
     """The :class:`Executor` for asyncio: awaits async tools, sleeps without blocking.
 
     Sync tool functions are called directly (keep them non-blocking, or wrap
     them with :func:`asyncio.to_thread` yourself).
     """
 
-    def __init__(
-        self,
-        tools: Iterable[Tool],
-        *,
-        policy: RetryPolicy | None = None,
-        tracer_provider: TracerProvider | None = None,
-        redactor: Redactor | None = None,
-        hash_key: bytes | str | None = None,
-        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-        hooks: Sequence[Hook] = (),
-        span_clock: Callable[[], int] | None = None,
-        safeguards: Safeguards | None = None,
-    ) -> None:
-        self._core = _Core(
-            tools,
-            policy=policy,
-            tracer_provider=tracer_provider,
-            redactor=redactor,
-            hash_key=hash_key,
-            max_result_bytes=max_result_bytes,
-            clock=clock,
-            rng=rng,
-            hooks=hooks,
-            span_clock=span_clock,
-            safeguards=safeguards,
-        )
-        self._sleep = sleep
-
-    @property
-    def tools(self) -> Mapping[str, Tool]:
-        """The declared tools by name."""
-        return self._core.tools
+    _default_sleep = staticmethod(asyncio.sleep)
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run ``call`` to a final, structured result."""

@@ -28,7 +28,7 @@ def _findings(tmp_path, tools, write_tools=()):
         return result, [(f.kind, f.tool) for f in analyzer.findings()]
 
 
-def test_a_repeat_verified_by_read_back_is_not_an_unsafe_retry(tmp_path):
+def _times_out_once():
     answers = iter([ToolError("timeout"), {"posted": True}])
 
     def post(text):
@@ -37,21 +37,17 @@ def test_a_repeat_verified_by_read_back_is_not_an_unsafe_retry(tmp_path):
             raise answer
         return answer
 
-    tool = Tool("post", post, side_effect="write", read_back=lambda text: None)
+    return post
+
+
+def test_a_repeat_verified_by_read_back_is_not_an_unsafe_retry(tmp_path):
+    tool = Tool("post", _times_out_once(), side_effect="write", read_back=lambda text: None)
     result, findings = _findings(tmp_path, [tool])
     assert (result.status, result.attempts) == ("succeeded", 2)
     assert findings == []
 
 
 def test_a_write_declared_as_a_read_is_caught_when_named(tmp_path):
-    answers = iter([ToolError("timeout"), {"posted": True}])
-
-    def post(text):
-        answer = next(answers)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    result, findings = _findings(tmp_path, [Tool("post", post)], write_tools=("post",))
+    result, findings = _findings(tmp_path, [Tool("post", _times_out_once())], write_tools=("post",))
     assert result.attempts == 2
     assert findings == [("unsafe_retry", "post")]
