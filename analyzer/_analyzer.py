@@ -4,9 +4,10 @@ orchestrates batches and reports."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -25,6 +26,19 @@ Progress = Callable[[str], None]
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
 SCHEMA_VERSION = "2"
+DEFAULT_MIN_REPEATS = 3  # the threshold the findings view (and finding_rows) uses
+# Recomputes the tool calls and attempts of the traces ingested since the last
+# refresh (derive.sql), then the findings.
+_DERIVE_CALLS = (
+    "touched_traces",
+    "forget_touched_calls",
+    "forget_touched_attempts",
+    "trace_conversations",
+    "insert_tool_calls",
+    "insert_attempts",
+    "forget_pending",
+)
+_DERIVE_FINDINGS = ("forget_findings", "insert_findings")
 
 
 def _canonical_json(text: str) -> str:
@@ -48,6 +62,7 @@ class Analyzer:
         except duckdb.Error as exc:
             raise DatabaseError(f"cannot open database {target}: {exc}") from exc
         self._read_only = read_only
+        self._in_transaction = False
         # Row order is never relied on (every ordered result says ORDER BY); not
         # keeping it lets DuckDB scan and insert in parallel with less memory.
         self._con.execute("SET preserve_insertion_order = false")
@@ -88,6 +103,7 @@ class Analyzer:
         self._run_script("schema")
         self._run_script("views")
         self._run_script("findings")
+        self._execute(statement("derive", "side_effect_macro"))
         self._con.execute(
             "INSERT OR REPLACE INTO toolspan_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
         )
@@ -105,6 +121,23 @@ class Analyzer:
     def _run_script(self, file_stem: str) -> None:
         for sql in statements(file_stem).values():
             self._execute(sql)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction; inside another one, part of that one."""
+        if self._in_transaction:
+            yield
+            return
+        self._execute("BEGIN TRANSACTION")
+        self._in_transaction = True
+        try:
+            yield
+            self._execute("COMMIT")
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+        finally:
+            self._in_transaction = False
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
         try:
@@ -129,31 +162,45 @@ class Analyzer:
     def set_write_tools(self, patterns: Sequence[str]) -> None:
         """Name the tools that write (names or glob patterns such as ``send_*``).
 
-        Applies to tool spans that do not say themselves (spans from other
-        instrumentations): their ``side_effect`` becomes ``write`` when a
-        pattern matches and ``none`` otherwise. An empty list means unknown.
+        A tool that matches is a write, even when its spans declare otherwise;
+        other spans that do not say themselves (other instrumentations) become
+        ``none``. An empty list means unknown. Recomputes ``side_effect`` and
+        the findings when the list changes.
         """
         if isinstance(patterns, str):
             raise TypeError("set_write_tools takes a sequence of patterns, not a string")
-        self._execute("BEGIN TRANSACTION")
-        try:
-            self._execute("DELETE FROM write_tools")
-            for pattern in dict.fromkeys(p.strip() for p in patterns if p.strip()):
-                self._execute("INSERT INTO write_tools VALUES (?)", [pattern])
-            self._execute("COMMIT")
-        except BaseException:
-            self._con.execute("ROLLBACK")
-            raise
+        wanted = sorted(dict.fromkeys(p.strip() for p in patterns if p.strip()))
+        with self._transaction():
+            current = self._execute("SELECT pattern FROM write_tools ORDER BY pattern").fetchall()
+            changed = [row[0] for row in current] != wanted
+            if changed:
+                self._execute("DELETE FROM write_tools")
+                for pattern in wanted:
+                    self._execute("INSERT INTO write_tools VALUES (?)", [pattern])
+                self._execute(statement("derive", "update_side_effects"))
+            self._refresh(findings=changed)
 
-    def findings(self, *, min_repeats: int = 3) -> list[Finding]:
+    def findings(self, *, min_repeats: int = DEFAULT_MIN_REPEATS) -> list[Finding]:
         """Loops, duplicate writes, idempotency conflicts and unsafe retries."""
         if min_repeats < 2:
             raise ValueError("min_repeats must be at least 2")
+        if not self._read_only:
+            self._refresh()
+        source = "finding_rows" if min_repeats == DEFAULT_MIN_REPEATS else "toolspan_findings(?)"
         rows = self._execute(
-            "SELECT * FROM toolspan_findings(?) ORDER BY kind, first_seen, conversation_id, tool",
-            [min_repeats],
+            f"SELECT * FROM {source} ORDER BY kind, first_seen, conversation_id, tool",
+            [] if min_repeats == DEFAULT_MIN_REPEATS else [min_repeats],
         ).fetchall()
         return [_finding(row) for row in rows]
+
+    def _refresh(self, *, findings: bool = False) -> None:
+        """Bring the materialised rows up to date with the spans ingested so far."""
+        pending = self._count("pending_traces") > 0
+        if not (pending or findings):
+            return
+        with self._transaction():
+            for name in (_DERIVE_CALLS if pending else ()) + _DERIVE_FINDINGS:
+                self._execute(statement("derive", name))
 
     def summary(self) -> dict[str, Any]:
         """The summary figures: calls, attempts, retries, statuses by tool, waits, bad lines."""
@@ -199,12 +246,16 @@ class Analyzer:
         spans_before = self._count("span_rows")
         lines = 0
         bad: list[BadLine] = []
-        for batch in _batches(new_files):
-            if progress:
-                progress(f"reading {len(batch)} file(s), {_megabytes(batch)} MB")
-            batch_lines, batch_bad = self._ingest_batch(batch, strict=strict)
-            lines += batch_lines
-            bad.extend(batch_bad)
+        try:
+            for batch in _batches(new_files):
+                if progress:
+                    progress(f"reading {len(batch)} file(s), {_megabytes(batch)} MB")
+                batch_lines, batch_bad = self._ingest_batch(batch, strict=strict)
+                lines += batch_lines
+                bad.extend(batch_bad)
+        finally:
+            # Also after a failed batch: the batches before it were committed.
+            self._refresh()
         spans_added = self._count("span_rows") - spans_before
         if progress and new_files:
             progress(f"ingested {len(new_files)} file(s): {lines} lines, {spans_added} new spans")
@@ -308,43 +359,53 @@ class Analyzer:
         lines: dict[Path, int],
         bad: list[BadLine],
     ) -> None:
+        duplicates = self._execute(statement("ingest", "duplicate_spans")).fetchone()
+        if duplicates and duplicates[0]:
+            self._execute(statement("ingest", "deduplicate_stage"))
+        try:
+            with self._transaction():
+                # Tool spans first: the anti-joins look at what is already stored.
+                for name in (
+                    "insert_tool_spans",
+                    "insert_conversations",
+                    "insert_spans",
+                    "remember_pending_traces",
+                ):
+                    self._execute(statement("ingest", name))
+                self._remember_files(batch, counts, lines, bad)
+        finally:
+            self._con.execute("DROP TABLE IF EXISTS stage")
+
+    def _remember_files(
+        self,
+        batch: list[Path],
+        counts: dict[str, tuple[int, int]],
+        lines: dict[Path, int],
+        bad: list[BadLine],
+    ) -> None:
         bad_by_file: dict[str, int] = {}
         for line in bad:
             bad_by_file[line.path] = bad_by_file.get(line.path, 0) + 1
         now = datetime.now(UTC).replace(tzinfo=None)
-        duplicates = self._execute(statement("ingest", "duplicate_spans")).fetchone()
-        if duplicates and duplicates[0]:
-            self._execute(statement("ingest", "deduplicate_stage"))
-        self._execute("BEGIN TRANSACTION")
-        try:
-            # Tool spans first: the anti-joins look at what is already stored.
-            for name in ("insert_tool_spans", "insert_conversations", "insert_spans"):
-                self._execute(statement("ingest", name))
-            for path in batch:
-                stat = path.stat()
-                self._execute(
-                    "INSERT OR REPLACE INTO ingested_files VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        str(path),
-                        stat.st_size,
-                        stat.st_mtime_ns,
-                        lines[path],
-                        counts.get(str(path), (0, 0))[1],
-                        bad_by_file.get(str(path), 0),
-                        now,
-                    ],
-                )
-            if bad:
-                self._con.executemany(
-                    "INSERT INTO bad_lines VALUES (?, ?, ?)",
-                    [[b.path, b.line, b.reason] for b in bad],
-                )
-            self._execute("COMMIT")
-        except BaseException:
-            self._con.execute("ROLLBACK")
-            raise
-        finally:
-            self._con.execute("DROP TABLE IF EXISTS stage")
+        for path in batch:
+            stat = path.stat()
+            self._execute(
+                "INSERT OR REPLACE INTO ingested_files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    str(path),
+                    stat.st_size,
+                    stat.st_mtime_ns,
+                    lines[path],
+                    counts.get(str(path), (0, 0))[1],
+                    bad_by_file.get(str(path), 0),
+                    now,
+                ],
+            )
+        if bad:
+            self._con.executemany(
+                "INSERT INTO bad_lines VALUES (?, ?, ?)",
+                [[b.path, b.line, b.reason] for b in bad],
+            )
 
 
 def _finding(row: tuple[Any, ...]) -> Finding:

@@ -118,8 +118,8 @@ unsafe_retry AS (
       -- after the attempt before it (toolspan.read_back = 'absent').
       AND EXISTS (
           SELECT 1
-          FROM tool_span_rows AS a
-          WHERE a.source = 'attempt' AND a.trace_id = c.trace_id AND a.parent_span_id = c.span_id
+          FROM attempt_rows AS a
+          WHERE a.trace_id = c.trace_id AND a.call_span_id = c.span_id
             AND a.attempt < c.attempts
             AND coalesce(a.read_back, '') <> 'absent')
 )
@@ -129,6 +129,7 @@ UNION ALL SELECT * FROM idempotency_conflict
 UNION ALL SELECT * FROM unsafe_retry;
 
 -- name: findings_view
+-- Materialised after each ingest and set_write_tools (derive.sql).
 CREATE OR REPLACE VIEW findings AS
-SELECT * FROM toolspan_findings(3)
+SELECT * FROM finding_rows
 ORDER BY kind, first_seen, conversation_id, tool;

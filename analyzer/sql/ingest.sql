@@ -24,6 +24,12 @@ SELECT * FROM stage
 WHERE has_span
 QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY source_file) = 1;
 
+-- name: remember_pending_traces
+-- The batch's traces: their tool calls are recomputed after the batch commits
+-- (derive.sql). Recomputing inside the batch's transaction costs far more.
+INSERT INTO pending_traces
+SELECT DISTINCT trace_id FROM stage WHERE has_span;
+
 -- name: insert_spans
 INSERT INTO span_rows
 SELECT

@@ -83,3 +83,76 @@ CREATE TABLE IF NOT EXISTS tool_span_rows (
     end_time TIMESTAMP,
     duration_ms DOUBLE
 );
+
+-- Traces ingested since tool_call_rows, attempt_rows and finding_rows were
+-- last brought up to date: filled with each batch, emptied by the refresh at
+-- the end of the ingest (or the next call, if an ingest stopped half way).
+CREATE TABLE IF NOT EXISTS pending_traces (trace_id VARCHAR NOT NULL);
+
+-- The views' rows, kept up to date at ingest (only the traces an ingest
+-- touched are recomputed) so that reading them costs a scan, not a join of
+-- every tool span. side_effect depends on write_tools: set_write_tools
+-- recomputes it.
+CREATE TABLE IF NOT EXISTS tool_call_rows (
+    trace_id VARCHAR NOT NULL,
+    span_id VARCHAR NOT NULL,
+    parent_span_id VARCHAR,
+    conversation_id VARCHAR NOT NULL,
+    request_id VARCHAR,
+    turn_id VARCHAR,
+    tool VARCHAR,
+    call_id VARCHAR,
+    side_effect VARCHAR,
+    idempotency_key VARCHAR,
+    replayed BOOLEAN NOT NULL,
+    args_fingerprint VARCHAR,
+    arguments VARCHAR,
+    answer VARCHAR,
+    result_hash VARCHAR,
+    status VARCHAR NOT NULL,
+    error_code VARCHAR,
+    retryable BOOLEAN,
+    attempts BIGINT NOT NULL,
+    total_wait_s DOUBLE,
+    retry_after_s DOUBLE,
+    retry_initiator VARCHAR,
+    start_time TIMESTAMP,
+    end_time TIMESTAMP,
+    duration_ms DOUBLE,
+    source VARCHAR NOT NULL,
+    side_effect_attr VARCHAR          -- toolspan.side_effect, for set_write_tools
+);
+
+CREATE TABLE IF NOT EXISTS attempt_rows (
+    trace_id VARCHAR NOT NULL,
+    span_id VARCHAR NOT NULL,
+    call_span_id VARCHAR,
+    conversation_id VARCHAR NOT NULL,
+    tool VARCHAR,
+    attempt BIGINT,
+    outcome VARCHAR,
+    delay_s DOUBLE,
+    elapsed_wait_s DOUBLE,
+    error_type VARCHAR,
+    http_status BIGINT,
+    status_code VARCHAR,
+    start_time TIMESTAMP,
+    end_time TIMESTAMP,
+    duration_ms DOUBLE,
+    read_back VARCHAR                 -- toolspan.read_back, for unsafe_retry
+);
+
+-- The findings with the default min_repeats (3), recomputed after an ingest
+-- that added spans and after set_write_tools changed the write tools.
+CREATE TABLE IF NOT EXISTS finding_rows (
+    kind VARCHAR NOT NULL,
+    conversation_id VARCHAR,
+    tool VARCHAR,
+    idempotency_key VARCHAR,
+    count BIGINT,
+    span_ids VARCHAR[],
+    trace_ids VARCHAR[],
+    first_seen TIMESTAMP,
+    last_seen TIMESTAMP,
+    detail VARCHAR
+);

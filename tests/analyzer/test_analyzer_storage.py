@@ -3,10 +3,14 @@ format forbids, materialised tables kept in step, schema versions."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
 
 from toolspan.analyzer import Analyzer, DatabaseError
 
@@ -80,3 +84,132 @@ def test_a_database_of_another_schema_version_is_refused(tmp_path: Path) -> None
     finally:
         con.close()
     assert tables == [("toolspan_meta",)]
+
+
+def _mixed_traces() -> list[ReadableSpan]:
+    """Calls whose rows depend on other spans of their trace: the conversation
+    on the root span only, a framework span around toolspan's call span, attempts,
+    loops and duplicate writes, so a split ingest can get any of them wrong."""
+    rec = Recorder()
+    with rec.conversation("c-root"):
+        rec.noise()
+        for _ in range(3):
+            rec.genai_tool("lookup", '{"id": 7}', '"same"')
+        rec.openinference_tool("search", '{"q": 1}', '"r"')
+    with rec.conversation("c-keyed"):
+        for _ in range(2):
+            with rec.span(
+                "execute_tool pay",
+                scope="pydantic-ai",
+                **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "pay"},
+            ):
+                rec.toolspan_call(
+                    "pay", "c-keyed", {"amount": 5}, side_effect="write", key="k-1", result="ok"
+                )
+        rec.toolspan_call(
+            "refund", "c-keyed", {"n": 1}, outcomes=("http_503", "ok"), side_effect="write"
+        )
+    with rec.conversation(None):
+        for _ in range(3):
+            rec.toolspan_call("poll", "c-poll", {"job": 1}, outcomes=("timeout",) * 2)
+    return rec.take()
+
+
+_MIXED = _mixed_traces()
+_VIEWS = {
+    "tool_calls": "SELECT * FROM tool_calls ORDER BY trace_id, span_id",
+    "attempts": "SELECT * FROM attempts ORDER BY trace_id, span_id",
+    "conversations": "SELECT * FROM conversations ORDER BY conversation_id",
+    "findings": "SELECT * FROM findings",
+    "findings_macro": "SELECT * FROM toolspan_findings(3) ORDER BY ALL",
+    "findings_table": "SELECT * FROM findings ORDER BY ALL",
+}
+
+
+def _views(az: Analyzer) -> dict[str, list[tuple[object, ...]]]:
+    return {name: az.query(sql).rows for name, sql in _VIEWS.items()}
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    order=st.permutations(range(len(_MIXED))),
+    cuts=st.lists(st.integers(min_value=1, max_value=len(_MIXED) - 1), max_size=4, unique=True),
+)
+def test_ingesting_file_by_file_gives_the_rows_of_one_ingest(
+    tmp_path_factory: pytest.TempPathFactory, order: list[int], cuts: list[int]
+) -> None:
+    folder = tmp_path_factory.mktemp("parts")
+    shuffled = [_MIXED[i] for i in order]
+    bounds = [0, *sorted(cuts), len(shuffled)]
+    paths = [
+        Recorder.write(folder / f"{n}.jsonl", shuffled[start:end], batch=3)
+        for n, (start, end) in enumerate(itertools.pairwise(bounds))
+    ]
+    with Analyzer() as whole, Analyzer(folder / "parts.duckdb") as parts:
+        whole.ingest(paths)
+        expected = _views(whole)
+        for path in paths:
+            parts.ingest([path])
+        assert _views(parts) == expected
+    assert expected["findings_macro"] == expected["findings_table"]
+    assert {(row[0], row[1], row[2]) for row in expected["findings"]} == {
+        ("loop", "c-root", "lookup"),
+        ("loop", "c-poll", "poll"),
+        ("duplicate_write", "c-keyed", "pay"),
+        ("unsafe_retry", "c-keyed", "refund"),
+    }
+
+
+def test_set_write_tools_recomputes_side_effects_and_findings(tmp_path: Path) -> None:
+    path = Recorder.write(tmp_path / "mixed.jsonl", _MIXED)
+    db = tmp_path / "t.duckdb"
+    with Analyzer(db) as az:
+        az.ingest([path])
+        assert az.query(
+            "SELECT count(*) FROM tool_calls WHERE tool = 'lookup' AND side_effect IS NULL"
+        ).rows == [(3,)]
+        az.set_write_tools(["look*"])
+        assert az.query(
+            "SELECT DISTINCT side_effect FROM tool_calls WHERE tool = 'lookup'"
+        ).rows == [("write",)]
+        assert ("duplicate_write", "lookup") in {(f.kind, f.tool) for f in az.findings()}
+        # A named tool is a write even against its declaration; others become 'none'.
+        az.set_write_tools(["poll"])
+        assert az.query(
+            "SELECT tool, any_value(side_effect) FROM tool_calls GROUP BY 1 ORDER BY 1"
+        ).rows == [
+            ("lookup", "none"),
+            ("pay", "write"),
+            ("poll", "write"),
+            ("refund", "write"),
+            ("search", "none"),
+        ]
+    # What another connection (the dashboard) reads is what the analyzer computed.
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        kinds = con.execute("SELECT kind, tool FROM findings").fetchall()
+    finally:
+        con.close()
+    assert ("duplicate_write", "lookup") not in kinds
+    assert ("unsafe_retry", "poll") in kinds
+
+
+def test_an_ingest_stopped_before_the_refresh_is_completed_by_the_next_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = Recorder.write(tmp_path / "mixed.jsonl", _MIXED)
+    db = tmp_path / "t.duckdb"
+    with Analyzer() as reference:
+        reference.ingest([path])
+        expected = _views(reference)
+    with monkeypatch.context() as patched:
+        # As if the process died after the batch committed, before the refresh.
+        patched.setattr(Analyzer, "_refresh", lambda self, findings=False: None)
+        with Analyzer(db) as az:
+            az.ingest([path])
+            assert az.query("SELECT count(*) FROM tool_calls").rows == [(0,)]
+    with Analyzer(db) as az:
+        assert az.ingest([path]).skipped_files == 1
+        assert _views(az) == expected

@@ -1,0 +1,122 @@
+-- The materialised rows behind tool_calls, attempts and findings. A tool call
+-- depends only on the spans of its own trace (its conversation, the spans that
+-- dominate it, its attempts) and on write_tools, so an ingest recomputes the
+-- traces it touched (pending_traces) and nothing else; then the findings.
+
+-- name: side_effect_macro
+-- Tools the user names as writes are writes, whatever their spans say: a
+-- declaration can be wrong, and that is exactly when retries hurt.
+CREATE OR REPLACE MACRO toolspan_side_effect(tool_name, declared, span_source) AS
+    CASE
+        WHEN EXISTS (SELECT 1 FROM write_tools AS w WHERE tool_name GLOB w.pattern) THEN 'write'
+        WHEN declared IS NOT NULL OR span_source = 'toolspan' THEN declared
+        WHEN EXISTS (SELECT 1 FROM write_tools) THEN 'none'
+    END;
+
+-- name: touched_traces
+CREATE OR REPLACE TEMP TABLE touched_traces AS
+SELECT DISTINCT trace_id
+FROM pending_traces
+WHERE trace_id IN (SELECT trace_id FROM tool_span_rows);
+
+-- name: forget_touched_calls
+DELETE FROM tool_call_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
+
+-- name: forget_touched_attempts
+DELETE FROM attempt_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
+
+-- name: trace_conversations
+-- A trace's conversation, for tool spans that do not carry one themselves.
+CREATE OR REPLACE TEMP TABLE touched_conversations AS
+SELECT trace_id, min(conversation_id) AS conversation_id
+FROM trace_conversation_rows
+WHERE trace_id IN (SELECT trace_id FROM touched_traces)
+GROUP BY trace_id;
+
+-- name: insert_tool_calls
+INSERT INTO tool_call_rows
+WITH tool_span AS (
+    SELECT * FROM tool_span_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces)
+),
+call_span AS (
+    SELECT *, CASE source WHEN 'toolspan' THEN 3 WHEN 'genai' THEN 2 ELSE 1 END AS richness
+    FROM tool_span
+    WHERE source <> 'attempt'
+),
+-- The same call seen by two instrumentations (e.g. Pydantic AI's execute_tool
+-- span around toolspan's call span) is one logical call: keep the richer span
+-- (toolspan > genai > openinference) when the two are parent and child or share
+-- the tool-call id. Three equi-joins rather than one join on an OR, which
+-- DuckDB cannot hash.
+dominated AS (
+    SELECT weak.trace_id, weak.span_id
+    FROM call_span AS weak
+    JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
+    WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+    UNION
+    SELECT weak.trace_id, weak.span_id
+    FROM call_span AS weak
+    JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
+    WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+    UNION
+    SELECT weak.trace_id, weak.span_id
+    FROM call_span AS weak
+    JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
+    WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+),
+attempt_count AS (
+    SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts
+    FROM tool_span
+    WHERE source = 'attempt'
+    GROUP BY ALL
+),
+call AS (
+    SELECT
+        c.*,
+        coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
+        toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
+        coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,
+        coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
+    FROM call_span AS c
+    LEFT JOIN touched_conversations AS tc USING (trace_id)
+    LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
+    WHERE NOT EXISTS (
+        SELECT 1 FROM dominated AS d WHERE d.trace_id = c.trace_id AND d.span_id = c.span_id)
+)
+SELECT
+    trace_id, span_id, parent_span_id, conversation_id, request_id, turn_id, tool, call_id,
+    side_effect, idempotency_key, coalesce(replayed, false) AS replayed, args_fingerprint,
+    arguments,
+    -- The loop answer: the result on success, the error code on failure.
+    CASE
+        WHEN status = 'succeeded' THEN coalesce(result_hash, result_fingerprint, 'ok')
+        ELSE coalesce(error_code, status_code)
+    END AS answer,
+    coalesce(result_hash, result_fingerprint) AS result_hash,
+    status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
+    start_time, end_time, duration_ms, source, side_effect_attr
+FROM call;
+
+-- name: insert_attempts
+INSERT INTO attempt_rows
+SELECT
+    a.trace_id, a.span_id, a.parent_span_id AS call_span_id,
+    coalesce(a.conversation_attr, tc.conversation_id, a.trace_id) AS conversation_id,
+    a.tool, a.attempt, a.outcome, a.delay_s, a.elapsed_wait_s, a.error_type, a.http_status,
+    a.status_code, a.start_time, a.end_time, a.duration_ms, a.read_back
+FROM tool_span_rows AS a
+LEFT JOIN touched_conversations AS tc USING (trace_id)
+WHERE a.source = 'attempt' AND a.trace_id IN (SELECT trace_id FROM touched_traces);
+
+-- name: update_side_effects
+UPDATE tool_call_rows
+SET side_effect = toolspan_side_effect(tool, side_effect_attr, source);
+
+-- name: forget_findings
+DELETE FROM finding_rows;
+
+-- name: insert_findings
+INSERT INTO finding_rows SELECT * FROM toolspan_findings(3);
+
+-- name: forget_pending
+DELETE FROM pending_traces;
