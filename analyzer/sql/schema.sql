@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS span_rows (
     service_name VARCHAR,
     scope_name VARCHAR,
     -- Every attribute as text; the spans view shows them as a MAP.
-    attribute_list STRUCT(key VARCHAR, value VARCHAR)[],
+    attribute_kv STRUCT(keys VARCHAR[], vals VARCHAR[]),
     source_file VARCHAR
 );
 

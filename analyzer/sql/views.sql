@@ -2,7 +2,7 @@
 CREATE OR REPLACE VIEW spans AS
 SELECT trace_id, span_id, parent_span_id, name, kind, start_time, end_time, duration_ms,
        status_code, status_message, service_name, scope_name,
-       map_from_entries(attribute_list) AS attributes, source_file
+       map(attribute_kv.keys, attribute_kv.vals) AS attributes, source_file
 FROM span_rows;
 
 -- name: tool_calls
