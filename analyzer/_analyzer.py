@@ -39,6 +39,13 @@ _DERIVE_CALLS = (
     "forget_pending",
 )
 _DERIVE_FINDINGS = ("forget_findings", "insert_findings")
+# What DuckDB raises for malformed JSON, wrong shapes and truncated compressed
+# data: such a file is read again line by line to name its corrupt lines.
+_UNREADABLE_FILE_ERRORS = (
+    duckdb.InvalidInputException,
+    duckdb.ConversionException,
+    duckdb.IOException,
+)
 
 
 def _canonical_json(text: str) -> str:
@@ -327,19 +334,22 @@ class Analyzer:
         return slow_lines, bad
 
     def _read_into_stage(self, batch: list[Path]) -> list[Path]:
-        """Typed read of the batch; on a parse error, file by file. Returns failed files."""
+        """Typed read of the batch; on an error, file by file. Returns the files
+        to read line by line: those DuckDB could not parse or decompress."""
         try:
             self._insert_stage(batch)
             return []
         except duckdb.Error:
-            if len(batch) == 1:
-                return batch
+            pass  # find the file(s) at fault
         failed: list[Path] = []
         for path in batch:
             try:
                 self._insert_stage([path])
-            except duckdb.Error:
+            except _UNREADABLE_FILE_ERRORS:
                 failed.append(path)
+            except duckdb.Error as exc:
+                # Not the file's fault (out of memory, ...): not a corrupt line.
+                raise DatabaseError(f"reading {path}: {type(exc).__name__}: {exc}") from exc
         return failed
 
     def _insert_stage(self, files: list[Path]) -> None:

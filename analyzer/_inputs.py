@@ -87,17 +87,34 @@ def filter_good_lines(path: Path, good_out: IO[bytes]) -> tuple[int, list[BadLin
     """
     lines = 0
     bad: list[BadLine] = []
-    with open_binary(path) as source:
-        for number, raw in enumerate(source, start=1):
-            if not raw.strip():
-                continue
-            lines += 1
-            reason = line_problem(raw)
-            if reason is None:
-                good_out.write(raw if raw.endswith(b"\n") else raw + b"\n")
-            else:
-                bad.append(BadLine(str(path), number, reason))
+    number = 0
+    try:
+        source = open_binary(path)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc}") from exc
+    try:
+        with source:
+            for number, raw in enumerate(source, start=1):
+                if not raw.strip():
+                    continue
+                lines += 1
+                reason = line_problem(raw)
+                if reason is None:
+                    good_out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+                else:
+                    bad.append(BadLine(str(path), number, reason))
+    except (EOFError, OSError, _zstd_error()) as exc:
+        # A truncated or damaged compressed file: everything before the damage
+        # is kept, the damage itself is one corrupt line.
+        lines += 1
+        bad.append(BadLine(str(path), number + 1, f"unreadable compressed data: {exc}"))
     return lines, bad
+
+
+def _zstd_error() -> type[Exception]:
+    import zstandard
+
+    return zstandard.ZstdError
 
 
 def line_problem(raw: bytes) -> str | None:

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from toolspan.analyzer import Analyzer, DatabaseError
 
-from .conftest import Recorder
+from .conftest import Recorder, gzip_copy
 
 _SPAN_HEAD = b'{"traceId":"00112233445566778899aabbccddeeff","spanId":"0011223344556677"'
 
@@ -213,3 +213,27 @@ def test_an_ingest_stopped_before_the_refresh_is_completed_by_the_next_call(
     with Analyzer(db) as az:
         assert az.ingest([path]).skipped_files == 1
         assert _views(az) == expected
+
+
+def test_a_truncated_gzip_file_keeps_what_precedes_the_damage(tmp_path: Path) -> None:
+    # DuckDB raises an IOException here; that is the file's fault, not a reason
+    # to fail the ingest, nor to drop the lines before the damage.
+    clean = _clean_lines(tmp_path, "clean.jsonl", "c-1")
+    lines = clean.read_bytes().splitlines(keepends=True)
+    data = gzip_copy(clean, tmp_path / "whole.gz").read_bytes()
+    truncated = tmp_path / "cut.jsonl.gz"
+    truncated.write_bytes(data[: len(data) * 3 // 4])
+    with Analyzer() as az, Analyzer() as reference:
+        report = az.ingest([truncated])
+        assert len(report.bad_lines) == 1
+        bad = report.bad_lines[0]
+        assert bad.path == str(truncated)
+        assert "unreadable compressed data" in bad.reason
+        # Every line before the damage is kept, and nothing after it is invented.
+        kept = az.query("SELECT count(*) FROM spans").rows[0][0]
+        assert 0 < kept < sum(line.count(b'"spanId"') for line in lines)
+        assert bad.line - 1 <= len(lines)
+        reference.ingest([clean])
+        kept_rows = az.query("SELECT trace_id, span_id, name FROM spans ORDER BY ALL").rows
+        all_rows = set(reference.query("SELECT trace_id, span_id, name FROM spans").rows)
+        assert set(kept_rows) <= all_rows
