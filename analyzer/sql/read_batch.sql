@@ -25,7 +25,11 @@ WITH request AS (
         format = 'newline_delimited',
         records = true,
         filename = true,
-        maximum_object_size = 268435456,
+        -- The read buffer size, which is also the unit of parallelism: 16 MB
+        -- lets two threads share one file (256 MB made every file one buffer,
+        -- read by one thread, at half the speed). Longer lines still read
+        -- (tests/analyzer/test_analyzer_storage.py).
+        maximum_object_size = 16777216,
         columns = {
             'resourceSpans': 'STRUCT(
                 resource STRUCT(attributes STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR, doubleValue VARCHAR, boolValue VARCHAR, arrayValue JSON, kvlistValue JSON))[]),

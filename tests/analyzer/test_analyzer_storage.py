@@ -4,6 +4,7 @@ format forbids, materialised tables kept in step, schema versions."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import duckdb
@@ -237,3 +238,23 @@ def test_a_truncated_gzip_file_keeps_what_precedes_the_damage(tmp_path: Path) ->
         kept_rows = az.query("SELECT trace_id, span_id, name FROM spans ORDER BY ALL").rows
         all_rows = set(reference.query("SELECT trace_id, span_id, name FROM spans").rows)
         assert set(kept_rows) <= all_rows
+
+
+def test_a_line_longer_than_the_read_buffer_is_read(tmp_path: Path) -> None:
+    # One request of ~20 MB: more than the 16 MB read buffer (maximum_object_size).
+    spans = [
+        {
+            "traceId": f"{n // 100:032x}",
+            "spanId": f"{n:016x}",
+            "name": "chat",
+            "attributes": [{"key": "blob", "value": {"stringValue": "v" * 300}}],
+        }
+        for n in range(50_000)
+    ]
+    line = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert len(line) > 16 * 1024 * 1024
+    path = tmp_path / "long.jsonl"
+    path.write_text(line + "\n")
+    with Analyzer() as az:
+        report = az.ingest([path])
+        assert (report.lines, report.spans, report.bad_lines) == (1, 50_000, ())
