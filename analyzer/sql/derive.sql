@@ -34,14 +34,15 @@ WHERE trace_id IN (SELECT trace_id FROM touched_traces)
 GROUP BY trace_id;
 
 -- name: insert_tool_calls
+-- Narrow CTEs only: DuckDB materialises a CTE used twice, so a wide one (with
+-- the arguments text) would hold every touched tool span in memory.
 INSERT INTO tool_call_rows
-WITH tool_span AS (
-    SELECT * FROM tool_span_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces)
-),
-call_span AS (
-    SELECT *, CASE source WHEN 'toolspan' THEN 3 WHEN 'genai' THEN 2 ELSE 1 END AS richness
-    FROM tool_span
-    WHERE source <> 'attempt'
+WITH call_key AS (
+    SELECT
+        trace_id, span_id, parent_span_id, call_id, tool,
+        CASE source WHEN 'toolspan' THEN 3 WHEN 'genai' THEN 2 ELSE 1 END AS richness
+    FROM tool_span_rows
+    WHERE source <> 'attempt' AND trace_id IN (SELECT trace_id FROM touched_traces)
 ),
 -- The same call seen by two instrumentations (e.g. Pydantic AI's execute_tool
 -- span around toolspan's call span) is one logical call: keep the richer span
@@ -50,24 +51,24 @@ call_span AS (
 -- DuckDB cannot hash.
 dominated AS (
     SELECT weak.trace_id, weak.span_id
-    FROM call_span AS weak
-    JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
+    FROM call_key AS weak
+    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
     UNION
     SELECT weak.trace_id, weak.span_id
-    FROM call_span AS weak
-    JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
+    FROM call_key AS weak
+    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
     UNION
     SELECT weak.trace_id, weak.span_id
-    FROM call_span AS weak
-    JOIN call_span AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
+    FROM call_key AS weak
+    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
 ),
 attempt_count AS (
     SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts
-    FROM tool_span
-    WHERE source = 'attempt'
+    FROM tool_span_rows
+    WHERE source = 'attempt' AND trace_id IN (SELECT trace_id FROM touched_traces)
     GROUP BY ALL
 ),
 call AS (
@@ -77,10 +78,12 @@ call AS (
         toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
         coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,
         coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
-    FROM call_span AS c
+    FROM tool_span_rows AS c
     LEFT JOIN touched_conversations AS tc USING (trace_id)
     LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
-    WHERE NOT EXISTS (
+    WHERE c.source <> 'attempt'
+      AND c.trace_id IN (SELECT trace_id FROM touched_traces)
+      AND NOT EXISTS (
         SELECT 1 FROM dominated AS d WHERE d.trace_id = c.trace_id AND d.span_id = c.span_id)
 )
 SELECT

@@ -2,12 +2,19 @@
 -- Every finding, for a given minimum number of repeats (loops only). One row
 -- per finding; detail is JSON text. See docs/analyzer.md for the exact rules.
 CREATE OR REPLACE MACRO toolspan_findings(min_repeats) AS TABLE
-WITH call AS (
-    SELECT * FROM tool_calls
-),
+-- Each rule scans tool_calls itself: a shared CTE would be materialised with
+-- every column of every call.
+WITH
 -- loop: >= min_repeats logical calls in one conversation with the same tool,
 -- the same arguments and the same answer. Attempts inside a call are not calls.
-repeated_call AS (
+-- Groups are counted first, and only the repeated ones collect their lists.
+repeated_key AS (
+    SELECT conversation_id, tool, args_fingerprint, answer
+    FROM tool_calls
+    GROUP BY ALL
+    HAVING count(*) >= min_repeats
+),
+loop_group AS (
     SELECT
         conversation_id, tool, args_fingerprint, answer,
         count(*) AS count,
@@ -20,12 +27,13 @@ repeated_call AS (
         sum(duration_ms) - arg_min(duration_ms, start_time) AS wasted_ms,
         sum(coalesce(total_wait_s, 0)) - arg_min(coalesce(total_wait_s, 0), start_time) AS wasted_wait_s,
         sum(attempts) AS attempts
-    FROM call
+    FROM tool_calls AS c
+    SEMI JOIN repeated_key AS k
+        ON k.conversation_id = c.conversation_id
+       AND k.tool IS NOT DISTINCT FROM c.tool
+       AND k.args_fingerprint IS NOT DISTINCT FROM c.args_fingerprint
+       AND k.answer IS NOT DISTINCT FROM c.answer
     GROUP BY conversation_id, tool, args_fingerprint, answer
-    HAVING count(*) >= 2
-),
-loop_group AS (
-    SELECT * FROM repeated_call WHERE count >= min_repeats
 ),
 loop AS (
     SELECT
@@ -64,7 +72,7 @@ duplicate_write AS (
             'call_ids', list(call_id ORDER BY start_time, span_id),
             'arguments', any_value(arguments)
         )::VARCHAR AS detail
-    FROM call
+    FROM tool_calls
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
     GROUP BY
         conversation_id, idempotency_key,
@@ -88,7 +96,7 @@ idempotency_conflict AS (
             'conversations', list_sort(list(DISTINCT conversation_id)),
             'statuses', list(status ORDER BY start_time, span_id)
         )::VARCHAR AS detail
-    FROM call
+    FROM tool_calls
     WHERE idempotency_key IS NOT NULL
     GROUP BY idempotency_key
     HAVING count(DISTINCT args_fingerprint) > 1
@@ -112,7 +120,7 @@ unsafe_retry AS (
                 WHERE a.trace_id = c.trace_id AND a.call_span_id = c.span_id
             )
         )::VARCHAR AS detail
-    FROM call AS c
+    FROM tool_calls AS c
     WHERE c.side_effect = 'write' AND c.idempotency_key IS NULL AND c.attempts > 1
       -- A repeat is safe only when the tool's read-back showed the effect absent
       -- after the attempt before it (toolspan.read_back = 'absent').
