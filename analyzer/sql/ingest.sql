@@ -6,8 +6,7 @@ FROM stage
 WHERE has_span
   AND NOT (coalesce(regexp_full_match(trace_id, '[0-9a-f]{32}'), false)
            AND coalesce(regexp_full_match(span_id, '[0-9a-f]{16}'), false)
-           -- list_unique counts the distinct non-NULL keys.
-           AND coalesce(list_unique(attribute_kv.keys) = len(attribute_kv.keys), true));
+           AND attribute_keys_ok);
 
 -- name: file_counts
 SELECT source_file, count(*) FILTER (WHERE first_of_line) AS lines, count(*) FILTER (WHERE has_span) AS spans

@@ -84,13 +84,17 @@ SELECT
     -- Kept as parallel lists of keys and texts: building a MAP costs more than
     -- the whole typed read, so the spans view builds it only for the rows it
     -- returns, and lookups (_attribute) are a list_position. NULL and duplicate
-    -- keys are found by suspect_files (ingest.sql).
+    -- keys are flagged by attribute_keys_ok for suspect_files (ingest.sql).
     {
         'keys': list_transform(s.attributes, lambda a: a.key),
         'vals': list_transform(s.attributes, lambda a: coalesce(
             a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
             a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR))
     } AS attribute_kv,
+    -- False when a key is NULL or repeated (list_unique counts distinct non-NULL
+    -- keys); checked here, while the keys are at hand, for suspect_files.
+    list_unique(list_transform(s.attributes, lambda a: a.key))
+        IS NOT DISTINCT FROM len(s.attributes) AS attribute_keys_ok,
     source_file,
     -- The first row of every request: counting them counts the lines read.
     resource_no = 1 AND scope_no = 1 AND span_no = 1 AS first_of_line,
