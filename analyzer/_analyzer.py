@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import orjson
@@ -55,6 +55,16 @@ def _canonical_json(text: str) -> str:
         return orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode()
     except orjson.JSONDecodeError:
         return text
+
+
+class _BatchRead(NamedTuple):
+    """What reading a batch found: its files, per-file (lines, spans) counts of
+    the typed read, lines per file, corrupt lines."""
+
+    files: list[Path]
+    counts: dict[str, tuple[int, int]]
+    lines: dict[Path, int]
+    bad: list[BadLine]
 
 
 class Analyzer:
@@ -295,7 +305,7 @@ class Analyzer:
             counts = self._file_counts()
             lines = {path: counts.get(str(path), (0, 0))[0] for path in batch}
             lines.update(slow_files)
-            self._commit_batch(batch, counts, lines, bad)
+            self._commit_batch(_BatchRead(batch, counts, lines, bad))
         return sum(lines.values()), bad
 
     def _stage(self, batch: list[Path], scratch: Path) -> tuple[dict[Path, int], list[BadLine]]:
@@ -362,13 +372,7 @@ class Analyzer:
         rows = self._execute(statement("ingest", "file_counts")).fetchall()
         return {str(path): (int(lines), int(spans)) for path, lines, spans in rows}
 
-    def _commit_batch(
-        self,
-        batch: list[Path],
-        counts: dict[str, tuple[int, int]],
-        lines: dict[Path, int],
-        bad: list[BadLine],
-    ) -> None:
+    def _commit_batch(self, read: _BatchRead) -> None:
         duplicates = self._execute(statement("ingest", "duplicate_spans")).fetchone()
         if duplicates and duplicates[0]:
             self._execute(statement("ingest", "deduplicate_stage"))
@@ -382,17 +386,12 @@ class Analyzer:
                     "remember_pending_traces",
                 ):
                     self._execute(statement("ingest", name))
-                self._remember_files(batch, counts, lines, bad)
+                self._remember_files(read)
         finally:
             self._con.execute("DROP TABLE IF EXISTS stage")
 
-    def _remember_files(
-        self,
-        batch: list[Path],
-        counts: dict[str, tuple[int, int]],
-        lines: dict[Path, int],
-        bad: list[BadLine],
-    ) -> None:
+    def _remember_files(self, read: _BatchRead) -> None:
+        batch, counts, lines, bad = read
         bad_by_file: dict[str, int] = {}
         for line in bad:
             bad_by_file[line.path] = bad_by_file.get(line.path, 0) + 1
