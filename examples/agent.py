@@ -9,6 +9,7 @@ the OpenAI Chat Completions or the Anthropic Messages shape.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +56,12 @@ class ScriptedModel:
 
     shape: Shape
     model_name: str = "scripted-model"
+    # Like a real API's ids: unique across conversations, fresh on every call.
+    id_prefix: str = ""
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def _next_id(self) -> str:
+        return f"{self.id_prefix}{next(self._ids):04d}"
 
     def respond(self, planned: Sequence[Planned], final: str) -> dict[str, Any]:
         """The assistant message for one turn: tool calls, or the final text."""
@@ -69,7 +75,7 @@ class ScriptedModel:
                 "content": None,
                 "tool_calls": [
                     {
-                        "id": f"call_{next(self._ids):04d}",
+                        "id": f"call_{self._next_id()}",
                         "type": "function",
                         "function": {
                             "name": p.tool,
@@ -142,7 +148,7 @@ def run_conversation(
     latency when the caller simulates time.
     """
     tracer = tracer or trace.get_tracer("toolspan.examples")
-    model = ScriptedModel(shape)
+    model = ScriptedModel(shape, id_prefix=hashlib.sha256(conversation_id.encode()).hexdigest()[:8])
     messages: list[dict[str, Any]] = []
     for request_index, request in enumerate(requests, start=1):
         request_id = f"{conversation_id}-req{request_index}"
