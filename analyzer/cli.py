@@ -74,10 +74,12 @@ def run_analyze(args: argparse.Namespace) -> int:
         return _error("--min-repeats must be at least 2")
     try:
         with Analyzer(args.db) as az:
-            _report(az.ingest(args.paths, strict=args.strict, progress=_progress))
             write_tools = _split(args.write_tools)
+            # Before the ingest: its refresh then computes side effects and
+            # findings once, with these write tools.
             if write_tools:
                 az.set_write_tools(write_tools)
+            _report(az.ingest(args.paths, strict=args.strict, progress=_progress))
             summary = az.summary()
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:
