@@ -31,6 +31,10 @@ DEFAULT_MIN_REPEATS = 3  # the threshold the findings view (and finding_rows) us
 # refresh (derive.sql), then the findings.
 _DERIVE_CALLS = (
     "touched_traces",
+    "forget_touched_tool_spans",
+    "extract_tool_spans",
+    "forget_touched_conversations",
+    "extract_conversations",
     "forget_touched_calls",
     "forget_touched_attempts",
     "trace_conversations",
@@ -121,6 +125,8 @@ class Analyzer:
         self._run_script("views")
         self._run_script("findings")
         self._execute(statement("derive", "side_effect_macro"))
+        # Temporary (this connection's): the refresh extracts attributes with it.
+        self._execute(statement("read_batch", "attribute_macro"))
         self._con.execute(
             "INSERT OR REPLACE INTO toolspan_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
         )
@@ -314,7 +320,6 @@ class Analyzer:
         Returns the line counts of the files read line by line and their bad lines.
         """
         self._execute(statement("read_batch", "or_null_macro"))
-        self._execute(statement("read_batch", "attribute_macro"))
         empty = scratch / "empty.jsonl"
         empty.touch()
         # The stage's columns come from the read itself (an empty file binds them).
@@ -378,13 +383,7 @@ class Analyzer:
             self._execute(statement("ingest", "deduplicate_stage"))
         try:
             with self._transaction():
-                # Tool spans first: the anti-joins look at what is already stored.
-                for name in (
-                    "insert_tool_spans",
-                    "insert_conversations",
-                    "insert_spans",
-                    "remember_pending_traces",
-                ):
+                for name in ("insert_spans", "remember_pending_traces"):
                     self._execute(statement("ingest", name))
                 self._remember_files(read)
         finally:

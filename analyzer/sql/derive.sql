@@ -15,9 +15,99 @@ CREATE OR REPLACE MACRO toolspan_side_effect(tool_name, declared, span_source) A
 
 -- name: touched_traces
 CREATE OR REPLACE TEMP TABLE touched_traces AS
-SELECT DISTINCT trace_id
-FROM pending_traces
-WHERE trace_id IN (SELECT trace_id FROM tool_span_rows);
+SELECT DISTINCT trace_id FROM pending_traces;
+
+-- name: forget_touched_conversations
+DELETE FROM trace_conversation_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
+
+-- name: extract_conversations
+-- Spans that carry a conversation id, from the stored spans of the touched
+-- traces (extracted here, once per ingest, rather than per batch: DuckDB
+-- copies an insert of less than a row group at commit).
+INSERT INTO trace_conversation_rows
+WITH conversation_span AS (
+    SELECT
+        trace_id, span_id,
+        coalesce(
+            _attribute(attribute_kv, 'gen_ai.conversation.id'),
+            _attribute(attribute_kv, 'session.id')) AS conversation_id
+    FROM span_rows
+    WHERE trace_id IN (SELECT trace_id FROM touched_traces)
+)
+SELECT trace_id, span_id, conversation_id
+FROM conversation_span
+WHERE conversation_id IS NOT NULL;
+
+-- name: forget_touched_tool_spans
+DELETE FROM tool_span_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
+
+-- name: extract_tool_spans
+-- Tool spans of every instrumentation: toolspan call and attempt spans, GenAI
+-- execute_tool spans, OpenInference TOOL spans. Message-history attributes are
+-- never read: they repeat earlier turns.
+INSERT INTO tool_span_rows
+WITH tool_span_list AS (
+    SELECT *
+    FROM span_rows
+    WHERE trace_id IN (SELECT trace_id FROM touched_traces)
+      AND (
+        _attribute(attribute_kv, 'toolspan.attempt') IS NOT NULL
+        OR _attribute(attribute_kv, 'gen_ai.operation.name') = 'execute_tool'
+        OR starts_with(name, 'execute_tool')
+        OR _attribute(attribute_kv, 'openinference.span.kind') = 'TOOL')
+),
+tool_span AS (
+    SELECT
+        *,
+        coalesce(_attribute(attribute_kv, 'gen_ai.tool.call.arguments'), _attribute(attribute_kv, 'input.value')) AS arguments_text,
+        coalesce(_attribute(attribute_kv, 'gen_ai.tool.call.result'), _attribute(attribute_kv, 'output.value')) AS result_text
+    FROM tool_span_list
+)
+SELECT
+    trace_id,
+    span_id,
+    parent_span_id,
+    CASE
+        WHEN _attribute(attribute_kv, 'toolspan.attempt') IS NOT NULL THEN 'attempt'
+        WHEN scope_name = 'toolspan' OR _attribute(attribute_kv, 'toolspan.status') IS NOT NULL THEN 'toolspan'
+        WHEN _attribute(attribute_kv, 'openinference.span.kind') = 'TOOL' THEN 'openinference'
+        ELSE 'genai'
+    END AS source,
+    coalesce(
+        _attribute(attribute_kv, 'gen_ai.tool.name'),
+        _attribute(attribute_kv, 'tool.name'),
+        nullif(trim(regexp_replace(name, '^execute_tool', '')), '')
+    ) AS tool,
+    coalesce(_attribute(attribute_kv, 'gen_ai.tool.call.id'), _attribute(attribute_kv, 'tool_call.id')) AS call_id,
+    coalesce(_attribute(attribute_kv, 'gen_ai.conversation.id'), _attribute(attribute_kv, 'session.id')) AS conversation_attr,
+    _attribute(attribute_kv, 'toolspan.request.id') AS request_id,
+    _attribute(attribute_kv, 'toolspan.turn.id') AS turn_id,
+    _attribute(attribute_kv, 'toolspan.side_effect') AS side_effect_attr,
+    _attribute(attribute_kv, 'toolspan.idempotency.key') AS idempotency_key,
+    TRY_CAST(_attribute(attribute_kv, 'toolspan.idempotency.replayed') AS BOOLEAN) AS replayed,
+    coalesce(_attribute(attribute_kv, 'toolspan.args.hash'), sha256(toolspan_canonical_json(arguments_text))) AS args_fingerprint,
+    arguments_text AS arguments,
+    _attribute(attribute_kv, 'toolspan.result.hash') AS result_hash,
+    sha256(toolspan_canonical_json(result_text)) AS result_fingerprint,
+    _attribute(attribute_kv, 'toolspan.status') AS status_attr,
+    coalesce(_attribute(attribute_kv, 'toolspan.error_code'), _attribute(attribute_kv, 'error.type')) AS error_code,
+    TRY_CAST(_attribute(attribute_kv, 'toolspan.retryable') AS BOOLEAN) AS retryable,
+    TRY_CAST(_attribute(attribute_kv, 'toolspan.attempts') AS BIGINT) AS attempts_attr,
+    TRY_CAST(_attribute(attribute_kv, 'toolspan.total_wait_s') AS DOUBLE) AS total_wait_s,
+    TRY_CAST(_attribute(attribute_kv, 'toolspan.retry_after_s') AS DOUBLE) AS retry_after_s,
+    _attribute(attribute_kv, 'toolspan.retry.initiator') AS retry_initiator,
+    TRY_CAST(_attribute(attribute_kv, 'toolspan.attempt') AS BIGINT) AS attempt,
+    _attribute(attribute_kv, 'toolspan.attempt.outcome') AS outcome,
+    _attribute(attribute_kv, 'toolspan.read_back') AS read_back,
+    TRY_CAST(_attribute(attribute_kv, 'toolspan.retry.delay_s') AS DOUBLE) AS delay_s,
+    TRY_CAST(_attribute(attribute_kv, 'toolspan.retry.elapsed_wait_s') AS DOUBLE) AS elapsed_wait_s,
+    _attribute(attribute_kv, 'error.type') AS error_type,
+    TRY_CAST(_attribute(attribute_kv, 'http.response.status_code') AS BIGINT) AS http_status,
+    status_code,
+    start_time,
+    end_time,
+    duration_ms
+FROM tool_span;
 
 -- name: forget_touched_calls
 DELETE FROM tool_call_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
