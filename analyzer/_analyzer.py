@@ -327,7 +327,11 @@ class Analyzer:
             f"CREATE OR REPLACE TEMP TABLE stage AS {statement('read_batch', 'stage_select')}",
             [[str(empty)]],
         )
-        failed = self._read_into_stage(batch)
+        # Cut-off .zst files read "fine" up to the cut: send them the slow way,
+        # which keeps the lines before the cut and reports the damage.
+        cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
+        failed = self._read_into_stage([path for path in batch if path not in cut_off])
+        failed += cut_off
         suspects = {
             Path(row[0]) for row in self._execute(statement("ingest", "suspect_files")).fetchall()
         }

@@ -78,6 +78,30 @@ def open_binary(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
+def is_truncated_zstd(path: Path) -> bool:
+    """True for a ``.zst`` file that ends inside a frame (its tail was cut off).
+
+    DuckDB and zstandard's stream reader both read such a file up to the cut
+    without any error, so the damage would go unreported: check the frames.
+    """
+    if not path.name.lower().endswith(".zst"):
+        return False
+    import zstandard
+
+    decompressor = zstandard.ZstdDecompressor()
+    frame = decompressor.decompressobj()
+    in_frame = False
+    with path.open("rb") as raw:
+        while chunk := raw.read(1 << 20):
+            while chunk:
+                frame.decompress(chunk)  # output discarded: only the framing matters
+                in_frame = True
+                if not frame.eof:
+                    break
+                chunk, frame, in_frame = frame.unused_data, decompressor.decompressobj(), False
+    return in_frame and not frame.eof
+
+
 def filter_good_lines(path: Path, good_out: IO[bytes]) -> tuple[int, list[BadLine]]:
     """Copy the valid lines of ``path`` to ``good_out``; return (lines read, bad lines).
 
@@ -108,6 +132,12 @@ def filter_good_lines(path: Path, good_out: IO[bytes]) -> tuple[int, list[BadLin
         # is kept, the damage itself is one corrupt line.
         lines += 1
         bad.append(BadLine(str(path), number + 1, f"unreadable compressed data: {exc}"))
+        return lines, bad
+    if is_truncated_zstd(path):
+        lines += 1
+        bad.append(
+            BadLine(str(path), number + 1, "unreadable compressed data: the zstd frame is cut off")
+        )
     return lines, bad
 
 

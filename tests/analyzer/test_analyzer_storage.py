@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
@@ -238,6 +239,30 @@ def test_a_truncated_gzip_file_keeps_what_precedes_the_damage(tmp_path: Path) ->
         kept_rows = az.query("SELECT trace_id, span_id, name FROM spans ORDER BY ALL").rows
         all_rows = set(reference.query("SELECT trace_id, span_id, name FROM spans").rows)
         assert set(kept_rows) <= all_rows
+
+
+def test_a_truncated_zstd_file_reports_the_cut_and_keeps_what_precedes_it(
+    tmp_path: Path,
+) -> None:
+    # DuckDB reads a cut-off zstd frame as if the file simply ended there. One
+    # frame per line, as an appending writer makes them; the last one is cut.
+    clean = _clean_lines(tmp_path, "clean.jsonl", "c-1")
+    frames = [
+        zstandard.ZstdCompressor().compress(line) for line in clean.read_bytes().splitlines(True)
+    ]
+    assert len(frames) > 1
+    whole = tmp_path / "whole.jsonl.zst"
+    whole.write_bytes(b"".join(frames))
+    truncated = tmp_path / "cut.jsonl.zst"
+    truncated.write_bytes(b"".join(frames[:-1]) + frames[-1][: len(frames[-1]) // 2])
+    with Analyzer() as az, Analyzer() as reference:
+        report = az.ingest([truncated])
+        assert [b.reason for b in report.bad_lines][-1].endswith("the zstd frame is cut off")
+        assert all(b.path == str(truncated) for b in report.bad_lines)
+        kept = set(az.query("SELECT trace_id, span_id FROM spans").rows)
+        assert reference.ingest([whole]).bad_lines == ()
+        everything = set(reference.query("SELECT trace_id, span_id FROM spans").rows)
+        assert kept and kept < everything
 
 
 def test_a_line_longer_than_the_read_buffer_is_read(tmp_path: Path) -> None:
