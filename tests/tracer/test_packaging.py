@@ -1,0 +1,34 @@
+"""A service that only instruments its tools pulls in neither DuckDB nor Streamlit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_importing_the_tracer_loads_no_sdk_duckdb_or_streamlit():
+    probe = (
+        "import sys, toolspan.tracer, toolspan.tracer.store, toolspan.tracer.testing\n"
+        "heavy = [m for m in ('duckdb', 'streamlit', 'pandas', 'opentelemetry.sdk', 'redis')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == ""
+
+
+def test_core_dependencies_leave_the_heavy_parts_to_extras():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = " ".join(project["dependencies"]).lower()
+    for heavy in ("duckdb", "streamlit", "pandas", "opentelemetry-sdk", "redis"):
+        assert heavy not in core
+    extras = project["optional-dependencies"]
+    assert any("duckdb" in d for d in extras["analyzer"])
+    assert any("streamlit" in d for d in extras["dashboard"])
+    assert project["scripts"]["toolspan"] == "toolspan.cli:main"
