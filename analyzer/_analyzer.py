@@ -5,6 +5,7 @@ orchestrates batches and reports."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -210,11 +211,12 @@ class Analyzer:
         if not self._read_only:
             self._refresh()
         source = "finding_rows" if min_repeats == DEFAULT_MIN_REPEATS else "toolspan_findings(?)"
-        rows = self._execute(
-            f"SELECT * FROM {source} ORDER BY kind, first_seen, conversation_id, tool",
-            [] if min_repeats == DEFAULT_MIN_REPEATS else [min_repeats],
-        ).fetchall()
-        return [_finding(row) for row in rows]
+        with _collector_paused():
+            rows = self._execute(
+                f"SELECT * FROM {source} ORDER BY kind, first_seen, conversation_id, tool",
+                [] if min_repeats == DEFAULT_MIN_REPEATS else [min_repeats],
+            ).fetchall()
+            return [_finding(row) for row in rows]
 
     def _refresh(self, *, findings: bool = False) -> None:
         """Bring the materialised rows up to date with the spans ingested so far."""
@@ -418,6 +420,23 @@ class Analyzer:
                 "INSERT INTO bad_lines VALUES (?, ?, ?)",
                 [[b.path, b.line, b.reason] for b in bad],
             )
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while building many objects.
+
+    Tens of thousands of findings (tuples, lists, dicts, datetimes) trigger a
+    collection every few hundred allocations, each scanning everything built so
+    far: that was half the time spent building them. They hold no cycles.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _finding(row: tuple[Any, ...]) -> Finding:
