@@ -81,6 +81,8 @@ _SECRET_VALUE = re.compile(
 )
 _CACHED_TEXTS = 4096
 _CACHED_TEXT_CHARS = 256
+# Integers from here on may be card numbers sent as JSON numbers.
+_CARD_NUMBER_MIN = 10**12
 _CARD_CANDIDATE = re.compile(r"(?<![\d.])\d(?:[ -]?\d){12,18}(?![\d.])")
 
 
@@ -163,16 +165,42 @@ class Redactor:
 
     def value(self, value: Any) -> Any:
         """A redacted copy of a JSON-like value (dicts, lists, scalars)."""
+        if type(value) is dict:
+            return self._mapping(value)
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {
-                key: REDACTED if self.is_secret_key(str(key)) else self.value(item)
-                for key, item in value.items()
-            }
+            return self._mapping(value)
         if isinstance(value, list | tuple):
             return [self.value(item) for item in value]
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 10**12:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= _CARD_NUMBER_MIN:
             # A card number sent as a JSON number.
             return REDACTED if _luhn_valid(str(value)) else value
         return value
+
+    def _mapping(self, mapping: dict[Any, Any]) -> dict[Any, Any]:
+        # The hot path of every call: cached key verdicts and cached texts are
+        # looked up inline, and plain scalars are copied without a call.
+        verdicts, texts = self._key_verdicts, self._texts
+        redacted: dict[Any, Any] = {}
+        for key, item in mapping.items():
+            secret = verdicts.get(key) if type(key) is str else None
+            if secret is None:
+                secret = self.is_secret_key(str(key))
+            if secret:
+                redacted[key] = REDACTED
+                continue
+            kind = type(item)
+            if kind is str:
+                scrubbed = texts.get(item)
+                redacted[key] = scrubbed if scrubbed is not None else self.text(item)
+            elif (
+                kind is bool
+                or kind is float
+                or item is None
+                or (kind is int and item < _CARD_NUMBER_MIN)
+            ):
+                redacted[key] = item
+            else:
+                redacted[key] = self.value(item)
+        return redacted
