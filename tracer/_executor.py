@@ -10,29 +10,30 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import hashlib
 import inspect
 import logging
 import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from . import _attributes as attr
 from ._adapters import to_tool_error
 from ._batch import plan_lanes
-from ._canonical import canonical_json, fingerprint, sha256_hex
+from ._canonical import canonical_json, fingerprint
 from ._errors import ConfigurationError, ToolError
 from ._hooks import AttemptEvent, CallEvent, Hook
 from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._redact import Redactor
-from ._result import Status, ToolResult
+from ._result import Status as ResultStatus
+from ._result import ToolResult, build_result
 from ._safeguards import Safeguards, StoreError
 from ._tool import Tool, ToolCall
 from ._version import __version__
@@ -74,7 +75,8 @@ class _LeaseKeeper:
 
 
 _ATTEMPT_OK: dict[str, Any] = {attr.ATTEMPT_OUTCOME: "ok", attr.RETRY_DELAY_S: 0.0}
-_Scope = tuple[object, contextvars.Token[ToolCall | None], _LeaseKeeper | None]
+# Statuses are immutable: one instance serves every successful span.
+_STATUS_OK = Status(StatusCode.OK)
 
 
 def current_call() -> ToolCall | None:
@@ -98,28 +100,63 @@ _RETRYABLE_STOPS: frozenset[str] = frozenset(
 )
 
 
-@dataclass(slots=True)
 class _Run:
-    """The state of one logical call while it executes."""
+    """The state of one logical call while it executes (built on every call,
+    so a plain slotted class: cheaper to construct than a dataclass)."""
 
-    call: ToolCall
-    tool: Tool
-    arguments: dict[str, Any]
-    args_json: str
-    args_hash: str
-    span: Span
-    started_at: float
-    policy: RetryPolicy
-    safe_to_repeat: bool
-    attempt: int = 0
-    total_wait_s: float = 0.0
-    base_attributes: dict[str, Any] = field(default_factory=dict)
-    # Set by the safeguards: the call's identity for loop and retry tracking,
-    # and the idempotency claim this run holds.
-    call_fingerprint: str = ""
-    claim_token: str | None = None
-    read_back_first: bool = False
-    last_error_code: str | None = None
+    __slots__ = (
+        "args_hash",
+        "arguments",
+        "attempt",
+        "base_attributes",
+        "call",
+        "call_fingerprint",
+        "call_token",
+        "claim_token",
+        "context_token",
+        "keeper",
+        "last_error_code",
+        "policy",
+        "read_back_first",
+        "safe_to_repeat",
+        "span",
+        "started_at",
+        "tool",
+        "total_wait_s",
+    )
+
+    def __init__(
+        self,
+        call: ToolCall,
+        tool: Tool,
+        arguments: dict[str, Any],
+        args_hash: str,
+        span: Span,
+        started_at: float,
+        policy: RetryPolicy,
+        base_attributes: dict[str, Any],
+    ) -> None:
+        self.call = call
+        self.tool = tool
+        self.arguments = arguments
+        self.args_hash = args_hash
+        self.span = span
+        self.started_at = started_at
+        self.policy = policy
+        self.safe_to_repeat = not tool.is_write or (tool.idempotent and bool(call.idempotency_key))
+        self.attempt = 0
+        self.total_wait_s = 0.0
+        self.base_attributes = base_attributes
+        # Set by the safeguards: the call's identity for loop and retry
+        # tracking, and the idempotency claim this run holds.
+        self.call_fingerprint = ""
+        self.claim_token: str | None = None
+        self.read_back_first = False
+        self.last_error_code: str | None = None
+        # While an attempt runs: what ``leave`` undoes.
+        self.context_token: Any = None
+        self.call_token: Any = None
+        self.keeper: _LeaseKeeper | None = None
 
 
 class _Core:
@@ -196,38 +233,59 @@ class _Core:
             return self._refuse(call, None, "unknown_tool", f"no tool named {call.name!r}")
         arguments, problem = self._parse_arguments(call, declared)
         args_bytes = canonical_json(self.redactor.value(arguments))
-        raw_bytes = canonical_json(arguments) if self.hash_key else args_bytes
+        if self.hash_key is None:
+            args_hash = hashlib.sha256(args_bytes).hexdigest()
+        else:
+            raw_bytes = canonical_json(arguments) if self.hash_key else args_bytes
+            args_hash = fingerprint(raw_bytes, self.hash_key)
         base = self._base_attributes(call, declared)
         call_attributes = {
             **base,
             attr.OPERATION_NAME: "execute_tool",
             attr.TOOL_CALL_ARGUMENTS: args_bytes.decode(),
-            attr.ARGS_HASH: fingerprint(raw_bytes, self.hash_key),
+            attr.ARGS_HASH: args_hash,
         }
         if declared.schema_version is not None:
             call_attributes[attr.SCHEMA_VERSION] = declared.schema_version
         if problem is not None:
             return self._refuse(call, declared, "invalid_arguments", problem, call_attributes)
-        span = self._start_span(
-            f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=call_attributes
+        span_clock = self.span_clock
+        span = self.tracer.start_span(
+            f"execute_tool {call.name}",
+            kind=SpanKind.INTERNAL,
+            attributes=call_attributes,
+            start_time=None if span_clock is None else span_clock(),
         )
-        safe = not declared.is_write or (declared.idempotent and bool(call.idempotency_key))
         return _Run(
-            call=call,
-            tool=declared,
-            arguments=arguments,
-            args_json=call_attributes[attr.TOOL_CALL_ARGUMENTS],
-            args_hash=call_attributes[attr.ARGS_HASH],
-            span=span,
-            started_at=self.clock(),
-            policy=self._policies.get(call.name, self.policy),
-            safe_to_repeat=safe,
-            base_attributes=base,
+            call,
+            declared,
+            arguments,
+            args_hash,
+            span,
+            self.clock(),
+            self._policies.get(call.name, self.policy),
+            base,
         )
 
     def _parse_arguments(self, call: ToolCall, declared: Tool) -> tuple[dict[str, Any], str | None]:
         """The arguments as a dict, and what is wrong with them (``None`` if nothing)."""
         raw = call.arguments
+        if type(raw) is dict:
+            arguments = raw.copy()  # the common case, without the ABC checks below
+        else:
+            arguments, problem = self._arguments_as_dict(raw)
+            if problem is not None:
+                return arguments, problem
+        check = declared._check_args
+        if check is not None:
+            try:
+                check(arguments)
+            except Exception:
+                return arguments, _explain_schema_errors(declared.parameters or {}, arguments)
+        return arguments, None
+
+    @staticmethod
+    def _arguments_as_dict(raw: Any) -> tuple[dict[str, Any], str | None]:
         if isinstance(raw, str | bytes):
             try:
                 raw = orjson.loads(raw or "{}")
@@ -236,14 +294,7 @@ class _Core:
                 return {}, f"arguments are not valid JSON (at character {exc.pos})"
         if not isinstance(raw, Mapping):
             return {}, f"arguments must be a JSON object, not {type(raw).__name__}"
-        arguments = dict(raw)
-        check = declared._check_args
-        if check is not None:
-            try:
-                check(arguments)
-            except Exception:
-                return arguments, _explain_schema_errors(declared.parameters or {}, arguments)
-        return arguments, None
+        return dict(raw), None
 
     def _base_attributes(self, call: ToolCall, declared: Tool | None) -> dict[str, Any]:
         base: dict[str, Any] = {
@@ -266,7 +317,7 @@ class _Core:
         self,
         call: ToolCall,
         declared: Tool | None,
-        status: Status,
+        status: ResultStatus,
         message: str,
         attributes: dict[str, Any] | None = None,
     ) -> ToolResult:
@@ -292,43 +343,43 @@ class _Core:
 
     # -- around each attempt ------------------------------------------------------
 
-    def enter(self, run: _Run, attempt_span: Span) -> _Scope:
-        """Make the attempt span current (so client spans nest under it), expose
-        the call to the tool, and keep a claimed key's lease alive."""
-        # Attach directly rather than via use_span: the SDK's helper would also
-        # record the raw exception message (secrets and all).
-        context_token = otel_context.attach(trace.set_span_in_context(attempt_span))
-        call_token = _CURRENT_CALL.set(run.call)
-        keeper = None
-        if run.claim_token is not None and self.safeguards is not None:
-            assert run.call.idempotency_key is not None
-            keeper = _LeaseKeeper(self.safeguards, run.call.idempotency_key, run.claim_token)
-        return context_token, call_token, keeper
-
-    @staticmethod
-    def leave(scope: _Scope) -> None:
-        context_token, call_token, keeper = scope
-        if keeper is not None:
-            keeper.stop()
-        _CURRENT_CALL.reset(call_token)
-        otel_context.detach(context_token)  # type: ignore[arg-type]
-
     def start_attempt(self, run: _Run) -> Span:
-        run.attempt += 1
+        """Open the next attempt's span and make it current (so client spans
+        nest under it), expose the call to the tool, and keep a claimed key's
+        lease alive; :meth:`leave` undoes all but the span."""
+        run.attempt = attempt = run.attempt + 1
         attributes = {
             **run.base_attributes,
-            attr.ATTEMPT: run.attempt,
-            attr.HTTP_RESEND_COUNT: run.attempt - 1,
+            attr.ATTEMPT: attempt,
+            attr.HTTP_RESEND_COUNT: attempt - 1,
             attr.RETRY_ELAPSED_WAIT_S: run.total_wait_s,
         }
-        if run.attempt > 1:
+        if attempt > 1:
             attributes[attr.RETRY_INITIATOR] = "orchestrator"
-        return self._start_span(
-            f"attempt {run.attempt} {run.call.name}",
+        span_clock = self.span_clock
+        span = self.tracer.start_span(
+            f"attempt {attempt} {run.call.name}",
             context=trace.set_span_in_context(run.span),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
+            start_time=None if span_clock is None else span_clock(),
         )
+        # Attach directly rather than via use_span: the SDK's helper would also
+        # record the raw exception message (secrets and all).
+        run.context_token = otel_context.attach(trace.set_span_in_context(span))
+        run.call_token = _CURRENT_CALL.set(run.call)
+        if run.claim_token is not None and self.safeguards is not None:
+            assert run.call.idempotency_key is not None
+            run.keeper = _LeaseKeeper(self.safeguards, run.call.idempotency_key, run.claim_token)
+        return span
+
+    @staticmethod
+    def leave(run: _Run) -> None:
+        if run.keeper is not None:
+            run.keeper.stop()
+            run.keeper = None
+        _CURRENT_CALL.reset(run.call_token)
+        otel_context.detach(run.context_token)
 
     def succeeded(self, run: _Run, attempt_span: Span, data: Any) -> ToolResult:
         """Check and package a returned value; closes the attempt span."""
@@ -347,9 +398,13 @@ class _Core:
                     run, status="invalid_response", error_code="invalid_response", message=detail
                 )
         attempt_span.set_attributes(_ATTEMPT_OK)
-        attempt_span.set_status(StatusCode.OK)
-        self._end(attempt_span)
-        self._emit_attempt(run, "ok", 0.0)
+        attempt_span.set_status(_STATUS_OK)
+        if self.span_clock is None:
+            attempt_span.end()
+        else:
+            self._end(attempt_span)
+        if self.hooks:
+            self._emit_attempt(run, "ok", 0.0)
         return self.finish(run, status="succeeded", data=data)
 
     def settle(
@@ -430,7 +485,7 @@ class _Core:
     def _stopped(
         self, run: _Run, error: ToolError, decision: Decision, *, outcome_unknown: bool
     ) -> ToolResult:
-        status: Status = decision.status or "permanent_error"
+        status: ResultStatus = decision.status or "permanent_error"
         code = error.code
         if outcome_unknown:
             # The write may or may not have happened: say so, never guess. This
@@ -486,7 +541,7 @@ class _Core:
         self,
         run: _Run,
         *,
-        status: Status,
+        status: ResultStatus,
         data: Any = None,
         error_code: str | None = None,
         message: str = "",
@@ -501,25 +556,25 @@ class _Core:
         encoded = b""
         if ok:
             encoded = canonical_json(data)
-            result_hash = sha256_hex(encoded)
+            result_hash = hashlib.sha256(encoded).hexdigest()
             if len(encoded) > self.max_result_bytes:
                 data, truncated = _truncate(encoded, self.max_result_bytes), True
                 message = f"result truncated from {len(encoded)} to {self.max_result_bytes} bytes"
-        result = ToolResult(
-            ok=ok,
-            status=status,
-            tool=run.call.name,
-            call_id=run.call.call_id,
-            error_code=error_code,
-            retryable=status in _RETRYABLE_STOPS,
-            data=data if ok else None,
-            message=message or ("ok" if ok else status),
-            attempts=run.attempt,
-            total_wait_s=run.total_wait_s,
-            retry_after_s=retry_after_s,
-            truncated=truncated,
-            replayed=replayed,
-            reconciled=reconciled,
+        result = build_result(
+            ok,
+            status,
+            run.call.name,
+            run.call.call_id,
+            error_code,
+            status in _RETRYABLE_STOPS,
+            data if ok else None,
+            message or ("ok" if ok else status),
+            run.attempt,
+            run.total_wait_s,
+            retry_after_s,
+            truncated,
+            replayed,
+            reconciled,
         )
         if self.safeguards is not None:
             self._remember(self.safeguards, run, result, result_hash, encoded)
@@ -718,12 +773,17 @@ class _Core:
             final[attr.RECONCILED] = True
         span.set_attributes(final)
         if result.ok:
-            span.set_status(StatusCode.OK)
+            span.set_status(_STATUS_OK)
         else:
             span.set_status(StatusCode.ERROR, result.message)
-        self._end(span)
-        for hook in self.hooks:
-            _safely(hook.on_call, CallEvent(result=result))
+        if self.span_clock is None:
+            span.end()
+        else:
+            self._end(span)
+        if self.hooks:
+            event = CallEvent(result=result)
+            for hook in self.hooks:
+                _safely(hook.on_call, event)
 
     def _emit_attempt(self, run: _Run, outcome: str, delay_s: float) -> None:
         if not self.hooks:
@@ -862,11 +922,10 @@ class Executor(_ExecutorBase[Callable[[float], None]]):
                 if refused is not None:
                     return refused
             attempt_span = core.start_attempt(run)
-            scope = core.enter(run, attempt_span)
             try:
                 data = run.tool.fn(**run.arguments)
             except Exception as exc:
-                core.leave(scope)
+                core.leave(run)
                 error = to_tool_error(exc)
                 if error is None:
                     core.crashed(run, attempt_span, exc)
@@ -875,7 +934,7 @@ class Executor(_ExecutorBase[Callable[[float], None]]):
                 if result is not None:
                     return result
                 continue
-            core.leave(scope)
+            core.leave(run)
             return core.succeeded(run, attempt_span, data)
 
     def _read_back(self, run: _Run) -> Any:
@@ -956,11 +1015,10 @@ class AsyncExecutor(_ExecutorBase[Callable[[float], Awaitable[None]]]):
                 if refused is not None:
                     return refused
             attempt_span = core.start_attempt(run)
-            scope = core.enter(run, attempt_span)
             try:
                 data = await _maybe_await(run.tool.fn(**run.arguments))
             except Exception as exc:
-                core.leave(scope)
+                core.leave(run)
                 error = to_tool_error(exc)
                 if error is None:
                     core.crashed(run, attempt_span, exc)
@@ -969,7 +1027,7 @@ class AsyncExecutor(_ExecutorBase[Callable[[float], Awaitable[None]]]):
                 if result is not None:
                     return result
                 continue
-            core.leave(scope)
+            core.leave(run)
             return core.succeeded(run, attempt_span, data)
 
     async def _read_back(self, run: _Run) -> Any:
