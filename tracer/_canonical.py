@@ -20,6 +20,12 @@ _OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 def canonical_json(value: Any) -> bytes:
     """Encode ``value`` as canonical JSON bytes (sorted keys, compact)."""
+    try:
+        # Without OPT_NON_STR_KEYS orjson is a quarter faster; the rare value
+        # with non-string keys fails here and takes the general encoding.
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=_fallback)
+    except orjson.JSONEncodeError:
+        pass
     return orjson.dumps(value, option=_OPTIONS, default=_fallback)
 
 
