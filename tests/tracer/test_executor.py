@@ -18,6 +18,7 @@ from toolspan.tracer import (
     Tool,
     ToolCall,
     ToolError,
+    ToolResult,
     canonical_json,
     raise_for_httpx_status,
     tool,
@@ -435,3 +436,33 @@ def test_deadline_stops_before_a_wait_that_would_pass_it(make_executor, clock):
         call()
     )
     assert (result.status, result.attempts, result.retryable) == ("deadline_exceeded", 1, True)
+
+
+def test_fast_built_results_are_real_frozen_tool_results():
+    import dataclasses
+    import pickle
+
+    from toolspan.tracer._result import build_result
+
+    fields = dict(
+        ok=True,
+        status="succeeded",
+        tool="t",
+        call_id="c",
+        error_code=None,
+        retryable=False,
+        data={"a": [1]},
+        message="ok",
+        attempts=2,
+        total_wait_s=0.5,
+        retry_after_s=None,
+        truncated=False,
+        replayed=True,
+        reconciled=False,
+    )
+    fast = build_result(**fields)
+    assert type(fast) is ToolResult and fast == ToolResult(**fields)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.ok = False
+    assert pickle.loads(pickle.dumps(fast)) == fast
+    assert dataclasses.replace(fast, attempts=3).attempts == 3
