@@ -61,6 +61,11 @@ span AS (
         unnest(_or_null(scope_spans.spans)) AS s,
         generate_subscripts(_or_null(scope_spans.spans), 1) AS span_no
     FROM scope
+),
+-- The keys once: both the stored keys and the key check use them.
+keyed AS (
+    SELECT *, list_transform(s.attributes, lambda a: a.key) AS attribute_keys
+    FROM span
 )
 SELECT
     lower(s.traceId) AS trace_id,
@@ -86,17 +91,16 @@ SELECT
     -- returns, and lookups (_attribute) are a list_position. NULL and duplicate
     -- keys are flagged by attribute_keys_ok for suspect_files (ingest.sql).
     {
-        'keys': list_transform(s.attributes, lambda a: a.key),
+        'keys': attribute_keys,
         'vals': list_transform(s.attributes, lambda a: coalesce(
             a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
             a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR))
     } AS attribute_kv,
     -- False when a key is NULL or repeated (list_unique counts distinct non-NULL
     -- keys); checked here, while the keys are at hand, for suspect_files.
-    list_unique(list_transform(s.attributes, lambda a: a.key))
-        IS NOT DISTINCT FROM len(s.attributes) AS attribute_keys_ok,
+    list_unique(attribute_keys) IS NOT DISTINCT FROM len(attribute_keys) AS attribute_keys_ok,
     source_file,
     -- The first row of every request: counting them counts the lines read.
     resource_no = 1 AND scope_no = 1 AND span_no = 1 AS first_of_line,
     s IS NOT NULL AS has_span
-FROM span;
+FROM keyed;
