@@ -3,6 +3,7 @@ format forbids, materialised tables kept in step, schema versions."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 from pathlib import Path
@@ -283,3 +284,26 @@ def test_a_line_longer_than_the_read_buffer_is_read(tmp_path: Path) -> None:
     with Analyzer() as az:
         report = az.ingest([path])
         assert (report.lines, report.spans, report.bad_lines) == (1, 50_000, ())
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_findings_leave_the_garbage_collector_as_they_found_it(
+    tmp_path: Path, enabled: bool
+) -> None:
+    # findings() pauses the cyclic GC while it builds Finding objects; the
+    # caller's setting must survive, whichever it was.
+    recorder = Recorder()
+    with recorder.conversation("c1"):
+        for _ in range(3):
+            recorder.toolspan_call("search", "c1", {"q": "x"}, result={"hits": 1})
+    path = Recorder.write(tmp_path / "t.jsonl", recorder.spans)
+    was_enabled = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        with Analyzer() as az:
+            az.ingest([path])
+            found = az.findings()
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was_enabled else gc.disable()
+    assert [f.kind for f in found] == ["loop"]
