@@ -18,14 +18,11 @@ interruptible so :meth:`OtlpReceiver.stop` never hangs on it.
 from __future__ import annotations
 
 import gzip
-import socket
 import threading
-import time
 from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Self
 
 import grpc  # type: ignore[import-untyped]
@@ -40,6 +37,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from .services import LOOPBACK, Running, free_port, wait_for_port
+
 __all__ = [
     "OtlpReceiver",
     "ReceivedSpan",
@@ -48,30 +47,6 @@ __all__ = [
     "free_port",
     "wait_for_port",
 ]
-
-LOOPBACK = "127.0.0.1"
-_POLL_S = 0.02
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (for child processes)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
-    """Block until something accepts connections on ``port``, or raise."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection((LOOPBACK, port), timeout=0.2):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on {LOOPBACK}:{port}") from None
-            time.sleep(_POLL_S)
 
 
 @dataclass(frozen=True)
@@ -188,27 +163,6 @@ def _http_handler(store: _Store) -> type[BaseHTTPRequestHandler]:
             return  # keep test output clean
 
     return Handler
-
-
-class Running:
-    """``with service:`` starts it and always stops it (receivers, collectors)."""
-
-    def start(self) -> Self:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 class OtlpReceiver(Running):

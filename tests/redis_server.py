@@ -10,14 +10,14 @@ missing binary is an error, not a skip: the Redis tests must run in CI.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
 import redis
+
+from .services import Running, free_port
 
 __all__ = ["RedisServer", "RedisServerError"]
 
@@ -26,13 +26,7 @@ class RedisServerError(RuntimeError):
     """redis-server is missing or did not come up."""
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class RedisServer:
+class RedisServer(Running):
     """One redis-server process with no persistence, in its own temp directory."""
 
     def __init__(self, *, executable: str = "redis-server", start_timeout_s: float = 10.0):
@@ -56,7 +50,7 @@ class RedisServer:
         self._dir = tempfile.TemporaryDirectory(prefix="toolspan-redis-")
         # The port can be taken between probing and binding; try a few.
         for _ in range(5):
-            self.port = _free_port()
+            self.port = free_port()
             if self._try_start(Path(self._dir.name)):
                 return self
         log = (Path(self._dir.name) / "redis.log").read_text(errors="replace")
@@ -109,14 +103,3 @@ class RedisServer:
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
-
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

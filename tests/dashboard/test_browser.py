@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from ..services import free_port
 from .traces import write_traces
 
 pytestmark = pytest.mark.slow
@@ -29,12 +29,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_for_url(process: subprocess.Popen[str], timeout_s: float = 90.0) -> tuple[str, str]:

@@ -8,7 +8,7 @@ from typing import Literal, Self
 
 import rotel
 
-from ..otlp_receiver import LOOPBACK, Running, free_port, wait_for_port
+from ..services import LOOPBACK, Running, free_port, wait_for_port
 
 ROTEL_AGENT = Path(rotel.__file__).parent / "rotel-agent"
 

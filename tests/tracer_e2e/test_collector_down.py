@@ -23,7 +23,8 @@ import pytest
 
 from toolspan.tracer import Telemetry, ToolCall, ToolError, ToolResult, setup_telemetry
 
-from ..otlp_receiver import LOOPBACK, OtlpReceiver, free_port
+from ..otlp_receiver import OtlpReceiver
+from ..services import LOOPBACK, free_port
 from .fake_service import FakeBikeShare, executor_for
 
 pytestmark = pytest.mark.slow
