@@ -34,9 +34,10 @@ from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._redact import Redactor
 from ._result import Status as ResultStatus
 from ._result import ToolResult, build_result
-from ._safeguards import Safeguards, StoreError
+from ._safeguards import Safeguards
 from ._tool import Tool, ToolCall
 from ._version import __version__
+from .store import StoreError
 
 __all__ = ["AsyncExecutor", "Executor", "current_call"]
 
@@ -548,6 +549,7 @@ class _Core:
         http_status: int | None = None,
         reconciled: bool = False,
         replayed: bool = False,
+        remember: bool = True,
     ) -> ToolResult:
         ok = status == "succeeded"
         truncated = False
@@ -575,7 +577,7 @@ class _Core:
             replayed,
             reconciled,
         )
-        if self.safeguards is not None:
+        if remember and self.safeguards is not None:
             self._remember(self.safeguards, run, result, result_hash, encoded)
         self._close_call_span(run.span, result, result_hash, http_status)
         return result
@@ -694,16 +696,13 @@ class _Core:
     def _store_failed(self, run: _Run, exc: StoreError) -> ToolResult:
         # Fail closed: without the store a write could run twice.
         _log.warning("idempotency store failed: %s", self.redactor.text(str(exc)))
-        guards, self.safeguards = self.safeguards, None  # nothing more to record
-        try:
-            return self.finish(
-                run,
-                status="store_unavailable",
-                error_code="store_unavailable",
-                message="the idempotency store is unavailable; nothing was executed",
-            )
-        finally:
-            self.safeguards = guards
+        return self.finish(
+            run,
+            status="store_unavailable",
+            error_code="store_unavailable",
+            message="the idempotency store is unavailable; nothing was executed",
+            remember=False,  # the store is down: nothing more to record in it
+        )
 
     def _remember(
         self,

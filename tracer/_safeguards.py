@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .store import Claim, IdempotencyStore, StoreError
+from .store import Claim, IdempotencyStore
 
 __all__ = ["Safeguards"]
 
@@ -111,7 +111,3 @@ class Safeguards:
 
 def _unknown_name(key: str) -> str:
     return f"unknown:{key}"
-
-
-# Re-exported for the executor: a store that fails is mapped to one status.
-__all__ += ["StoreError"]
