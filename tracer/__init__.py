@@ -24,6 +24,7 @@ from ._result import Status, ToolResult
 from ._safeguards import Safeguards
 from ._setup import Telemetry, setup_telemetry
 from ._tool import SideEffect, Tool, ToolCall, tool
+from ._transcript import TranscriptShape, compact_transcript
 from ._version import __version__
 
 __all__ = [
@@ -49,8 +50,10 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "ToolspanError",
+    "TranscriptShape",
     "__version__",
     "canonical_json",
+    "compact_transcript",
     "current_call",
     "from_httpx",
     "from_httpx_response",
