@@ -10,6 +10,7 @@ import fastjsonschema
 import jsonschema
 
 from ._errors import ConfigurationError
+from .integrations._shapes import anthropic_fields, openai_fields
 
 __all__ = ["SideEffect", "Tool", "ToolCall", "tool"]
 
@@ -156,19 +157,20 @@ class ToolCall:
     @classmethod
     def from_openai(
         cls,
-        tool_call: Mapping[str, Any],
+        tool_call: Any,
         *,
         conversation_id: str,
         request_id: str = "",
         turn_id: str = "",
         idempotency_key: str | None = None,
     ) -> ToolCall:
-        """From an OpenAI Chat Completions ``tool_calls`` entry."""
-        function = tool_call.get("function") or {}
+        """From an OpenAI tool call: a Chat Completions ``tool_calls`` entry or a
+        Responses API ``function_call`` item, as a dict or an SDK object."""
+        name, call_id, arguments = openai_fields(tool_call)
         return cls(
-            name=str(function.get("name", "")),
-            call_id=str(tool_call.get("id", "")),
-            arguments=function.get("arguments") or "{}",
+            name=name,
+            call_id=call_id,
+            arguments=arguments,
             conversation_id=conversation_id,
             request_id=request_id,
             turn_id=turn_id,
@@ -178,18 +180,19 @@ class ToolCall:
     @classmethod
     def from_anthropic(
         cls,
-        block: Mapping[str, Any],
+        block: Any,
         *,
         conversation_id: str,
         request_id: str = "",
         turn_id: str = "",
         idempotency_key: str | None = None,
     ) -> ToolCall:
-        """From an Anthropic Messages ``tool_use`` content block."""
+        """From an Anthropic Messages ``tool_use`` block (a dict or a ``ToolUseBlock``)."""
+        name, call_id, arguments = anthropic_fields(block)
         return cls(
-            name=str(block.get("name", "")),
-            call_id=str(block.get("id", "")),
-            arguments=block.get("input") or {},
+            name=name,
+            call_id=call_id,
+            arguments=arguments,
             conversation_id=conversation_id,
             request_id=request_id,
             turn_id=turn_id,

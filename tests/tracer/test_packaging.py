@@ -11,10 +11,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_importing_the_tracer_loads_no_sdk_duckdb_or_streamlit():
+    # The shared part of the integrations too: each SDK loads only with its adapter.
     probe = (
         "import sys, toolspan.tracer, toolspan.tracer.store, toolspan.tracer.testing\n"
-        "heavy = [m for m in ('duckdb', 'streamlit', 'pandas', 'opentelemetry.sdk', 'redis')"
-        " if m in sys.modules]\n"
+        "from toolspan.tracer.integrations import Declarations, model_reply\n"
+        "heavy = [m for m in ('duckdb', 'streamlit', 'pandas', 'opentelemetry.sdk', 'redis',"
+        " 'openai', 'anthropic', 'mcp', 'httpx2', 'pydantic') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
     loaded = subprocess.run(
