@@ -17,10 +17,10 @@ from typing import Any, NamedTuple
 import duckdb
 import orjson
 
+from .._sql import Statements, load_statements
 from . import _inputs
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, QueryError
 from ._model import BadLine, Finding, IngestReport, QueryResult
-from ._sql import statement, statements
 
 Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
@@ -51,6 +51,16 @@ _UNREADABLE_FILE_ERRORS = (
     duckdb.ConversionException,
     duckdb.IOException,
 )
+
+
+def _sql(file_stem: str) -> Statements:
+    """The named statements of ``sql/<file_stem>.sql``."""
+    return load_statements(__package__, f"sql/{file_stem}.sql")
+
+
+def _statement(file_stem: str, name: str) -> str:
+    """One named statement of ``sql/<file_stem>.sql``."""
+    return _sql(file_stem)[name]
 
 
 def _canonical_json(text: str) -> str:
@@ -85,9 +95,7 @@ class Analyzer:
             raise DatabaseError(f"cannot open database {target}: {exc}") from exc
         self._read_only = read_only
         self._in_transaction = False
-        # Row order is never relied on (every ordered result says ORDER BY); not
-        # keeping it lets DuckDB scan and insert in parallel with less memory.
-        self._con.execute("SET preserve_insertion_order = false")
+        self._con.execute(_statement("session", "settings"))
         self._con.create_function(
             "toolspan_canonical_json", _canonical_json, ["VARCHAR"], "VARCHAR", side_effects=False
         )
@@ -125,16 +133,14 @@ class Analyzer:
         self._run_script("schema")
         self._run_script("views")
         self._run_script("findings")
-        self._execute(statement("derive", "side_effect_macro"))
+        self._execute(_statement("derive", "side_effect_macro"))
         # Temporary (this connection's): the refresh extracts attributes with it.
-        self._execute(statement("read_batch", "attribute_macro"))
-        self._con.execute(
-            "INSERT OR REPLACE INTO toolspan_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
-        )
+        self._execute(_statement("read_batch", "attribute_macro"))
+        self._execute(_statement("schema_check", "write_schema_version"), [SCHEMA_VERSION])
 
     def _check_schema_version(self) -> None:
-        self._execute(statement("schema_check", "meta_table"))
-        row = self._execute(statement("schema_check", "schema_version")).fetchone()
+        self._execute(_statement("schema_check", "meta_table"))
+        row = self._execute(_statement("schema_check", "schema_version")).fetchone()
         if row and row[0] != SCHEMA_VERSION:
             raise DatabaseError(
                 f"the database was written by another version of the analyzer (schema "
@@ -143,7 +149,7 @@ class Analyzer:
             )
 
     def _run_script(self, file_stem: str) -> None:
-        for sql in statements(file_stem).values():
+        for sql in _sql(file_stem).values():
             self._execute(sql)
 
     @contextlib.contextmanager
@@ -152,13 +158,13 @@ class Analyzer:
         if self._in_transaction:
             yield
             return
-        self._execute("BEGIN TRANSACTION")
+        self._execute(_statement("session", "begin"))
         self._in_transaction = True
         try:
             yield
-            self._execute("COMMIT")
+            self._execute(_statement("session", "commit"))
         except BaseException:
-            self._con.execute("ROLLBACK")
+            self._con.execute(_statement("session", "rollback"))
             raise
         finally:
             self._in_transaction = False
@@ -195,13 +201,13 @@ class Analyzer:
             raise TypeError("set_write_tools takes a sequence of patterns, not a string")
         wanted = sorted(dict.fromkeys(p.strip() for p in patterns if p.strip()))
         with self._transaction():
-            current = self._execute("SELECT pattern FROM write_tools ORDER BY pattern").fetchall()
+            current = self._execute(_statement("write_tools", "list_write_tools")).fetchall()
             changed = [row[0] for row in current] != wanted
             if changed:
-                self._execute("DELETE FROM write_tools")
+                self._execute(_statement("write_tools", "forget_write_tools"))
                 for pattern in wanted:
-                    self._execute("INSERT INTO write_tools VALUES (?)", [pattern])
-                self._execute(statement("derive", "update_side_effects"))
+                    self._execute(_statement("write_tools", "add_write_tool"), [pattern])
+                self._execute(_statement("derive", "update_side_effects"))
             self._refresh(findings=changed)
 
     def findings(self, *, min_repeats: int = DEFAULT_MIN_REPEATS) -> list[Finding]:
@@ -210,22 +216,22 @@ class Analyzer:
             raise ValueError("min_repeats must be at least 2")
         if not self._read_only:
             self._refresh()
-        source = "finding_rows" if min_repeats == DEFAULT_MIN_REPEATS else "toolspan_findings(?)"
+        if min_repeats == DEFAULT_MIN_REPEATS:
+            sql, params = _statement("summary", "findings"), []
+        else:
+            sql, params = _statement("summary", "findings_min_repeats"), [min_repeats]
         with _collector_paused():
-            rows = self._execute(
-                f"SELECT * FROM {source} ORDER BY kind, first_seen, conversation_id, tool",
-                [] if min_repeats == DEFAULT_MIN_REPEATS else [min_repeats],
-            ).fetchall()
+            rows = self._execute(sql, params).fetchall()
             return [_finding(row) for row in rows]
 
     def _refresh(self, *, findings: bool = False) -> None:
         """Bring the materialised rows up to date with the spans ingested so far."""
-        pending = self._count("pending_traces") > 0
+        pending = self._count("count_pending_traces") > 0
         if not (pending or findings):
             return
         with self._transaction():
             for name in (_DERIVE_CALLS if pending else ()) + _DERIVE_FINDINGS:
-                self._execute(statement("derive", name))
+                self._execute(_statement("derive", name))
 
     def summary(self) -> dict[str, Any]:
         """The summary figures: calls, attempts, retries, statuses by tool, waits, bad lines."""
@@ -233,7 +239,7 @@ class Analyzer:
         inputs = self._named_row("inputs")
         by_tool: dict[str, dict[str, int]] = {}
         for tool, status, calls in self._execute(
-            statement("summary", "statuses_by_tool")
+            _statement("summary", "statuses_by_tool")
         ).fetchall():
             by_tool.setdefault(tool, {})[status] = int(calls)
         return {
@@ -244,7 +250,7 @@ class Analyzer:
         }
 
     def _named_row(self, name: str) -> dict[str, Any]:
-        cursor = self._execute(statement("summary", name))
+        cursor = self._execute(_statement("summary", name))
         row = cursor.fetchone() or ()
         return {d[0]: value for d, value in zip(cursor.description or (), row, strict=True)}
 
@@ -268,7 +274,7 @@ class Analyzer:
             raise DatabaseError("the database is open read-only")
         files = _inputs.resolve(paths)
         new_files = [f for f in files if not self._already_ingested(f)]
-        spans_before = self._count("span_rows")
+        spans_before = self._count("count_spans")
         lines = 0
         bad: list[BadLine] = []
         try:
@@ -281,7 +287,7 @@ class Analyzer:
         finally:
             # Also after a failed batch: the batches before it were committed.
             self._refresh()
-        spans_added = self._count("span_rows") - spans_before
+        spans_added = self._count("count_spans") - spans_before
         if progress and new_files:
             progress(f"ingested {len(new_files)} file(s): {lines} lines, {spans_added} new spans")
         return IngestReport(
@@ -295,20 +301,20 @@ class Analyzer:
     def _already_ingested(self, path: Path) -> bool:
         stat = path.stat()
         row = self._execute(
-            "SELECT count(*) FROM ingested_files WHERE path = ? AND size = ? AND mtime_ns = ?",
-            [str(path), stat.st_size, stat.st_mtime_ns],
+            _statement("ingest", "is_ingested"), [str(path), stat.st_size, stat.st_mtime_ns]
         ).fetchone()
         return bool(row and row[0])
 
-    def _count(self, table: str) -> int:
-        row = self._execute(f"SELECT count(*) FROM {table}").fetchone()
+    def _count(self, name: str) -> int:
+        """The count the ``count_*`` statement ``name`` of ingest.sql returns."""
+        row = self._execute(_statement("ingest", name)).fetchone()
         return int(row[0]) if row else 0
 
     def _ingest_batch(self, batch: list[Path], *, strict: bool) -> tuple[int, list[BadLine]]:
         with tempfile.TemporaryDirectory(prefix="toolspan-") as scratch:
             slow_files, bad = self._stage(batch, Path(scratch))
             if bad and strict:
-                self._execute("DROP TABLE IF EXISTS stage")
+                self._execute(_statement("ingest", "drop_stage"))
                 raise CorruptInputError(_corrupt_message(bad))
             counts = self._file_counts()
             lines = {path: counts.get(str(path), (0, 0))[0] for path in batch}
@@ -321,24 +327,21 @@ class Analyzer:
 
         Returns the line counts of the files read line by line and their bad lines.
         """
-        self._execute(statement("read_batch", "or_null_macro"))
+        self._execute(_statement("read_batch", "or_null_macro"))
+        self._execute(_statement("read_batch", "read_batch_macro"))
         empty = scratch / "empty.jsonl"
         empty.touch()
-        # The stage's columns come from the read itself (an empty file binds them).
-        self._execute(
-            f"CREATE OR REPLACE TEMP TABLE stage AS {statement('read_batch', 'stage_select')}",
-            [[str(empty)]],
-        )
+        self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
         # Cut-off .zst files read "fine" up to the cut: send them the slow way,
         # which keeps the lines before the cut and reports the damage.
         cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
         failed = self._read_into_stage([path for path in batch if path not in cut_off])
         failed += cut_off
         suspects = {
-            Path(row[0]) for row in self._execute(statement("ingest", "suspect_files")).fetchall()
+            Path(row[0]) for row in self._execute(_statement("ingest", "suspect_files")).fetchall()
         }
         for suspect in suspects:
-            self._execute("DELETE FROM stage WHERE source_file = ?", [str(suspect)])
+            self._execute(_statement("ingest", "unstage_file"), [str(suspect)])
         slow_lines: dict[Path, int] = {}
         bad: list[BadLine] = []
         for path in sorted(set(failed) | suspects):
@@ -349,8 +352,7 @@ class Analyzer:
             if good_copy.stat().st_size:
                 self._insert_stage([good_copy])
                 self._execute(
-                    "UPDATE stage SET source_file = ? WHERE source_file = ?",
-                    [str(path), str(good_copy)],
+                    _statement("ingest", "rename_staged_file"), [str(path), str(good_copy)]
                 )
         return slow_lines, bad
 
@@ -374,26 +376,23 @@ class Analyzer:
         return failed
 
     def _insert_stage(self, files: list[Path]) -> None:
-        self._con.execute(
-            f"INSERT INTO stage {statement('read_batch', 'stage_select')}",
-            [[str(f) for f in files]],
-        )
+        self._con.execute(_statement("ingest", "insert_stage"), [[str(f) for f in files]])
 
     def _file_counts(self) -> dict[str, tuple[int, int]]:
-        rows = self._execute(statement("ingest", "file_counts")).fetchall()
+        rows = self._execute(_statement("ingest", "file_counts")).fetchall()
         return {str(path): (int(lines), int(spans)) for path, lines, spans in rows}
 
     def _commit_batch(self, read: _BatchRead) -> None:
-        duplicates = self._execute(statement("ingest", "duplicate_spans")).fetchone()
+        duplicates = self._execute(_statement("ingest", "duplicate_spans")).fetchone()
         if duplicates and duplicates[0]:
-            self._execute(statement("ingest", "deduplicate_stage"))
+            self._execute(_statement("ingest", "deduplicate_stage"))
         try:
             with self._transaction():
                 for name in ("insert_spans", "remember_pending_traces"):
-                    self._execute(statement("ingest", name))
+                    self._execute(_statement("ingest", name))
                 self._remember_files(read)
         finally:
-            self._con.execute("DROP TABLE IF EXISTS stage")
+            self._con.execute(_statement("ingest", "drop_stage"))
 
     def _remember_files(self, read: _BatchRead) -> None:
         batch, counts, lines, bad = read
@@ -404,7 +403,7 @@ class Analyzer:
         for path in batch:
             stat = path.stat()
             self._execute(
-                "INSERT OR REPLACE INTO ingested_files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                _statement("ingest", "remember_file"),
                 [
                     str(path),
                     stat.st_size,
@@ -417,7 +416,7 @@ class Analyzer:
             )
         if bad:
             self._con.executemany(
-                "INSERT INTO bad_lines VALUES (?, ?, ?)",
+                _statement("ingest", "remember_bad_line"),
                 [[b.path, b.line, b.reason] for b in bad],
             )
 

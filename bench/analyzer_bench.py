@@ -233,9 +233,9 @@ def generate(total_spans: int, n_files: int) -> list[Path]:
 
 
 def _typed_columns() -> str:
-    from toolspan.analyzer._sql import statement
+    from toolspan._sql import load_statements
 
-    sql = statement("read_batch", "stage_select")
+    sql = load_statements("toolspan.analyzer", "sql/read_batch.sql")["read_batch_macro"]
     start = sql.index("columns = {")
     return sql[start + len("columns = ") : sql.index("}", sql.index("'resourceSpans'")) + 1]
 

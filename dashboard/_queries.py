@@ -1,27 +1,25 @@
 """Named SQL queries of the dashboard pages, run on cursors of the locked connection.
 
-Every page query lives in ``sql/<name>.sql``, reads the analyzer's views through
-the filter macros of ``sql/macros.sql``, aggregates or pages in DuckDB, and
-returns a small pandas frame. No Streamlit here, so it is testable alone.
+Every page query is the statement ``NAME`` of ``sql/NAME.sql`` (one query per
+file, loaded by the shared loader, ``toolspan._sql``), reads the analyzer's views
+through the filter macros of ``sql/macros.sql``, aggregates or pages in DuckDB,
+and returns a small pandas frame. No Streamlit here, so it is testable alone.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 
+from .._sql import load_statements
 from ._errors import DashboardError
 
 __all__ = ["Filters", "bucket_for", "load_sql", "run_query"]
-
-_SQL_DIR = Path(__file__).with_name("sql")
 
 # Time-bucket widths for the over-time chart, smallest first.
 _BUCKETS = tuple(
@@ -58,15 +56,9 @@ def bucket_for(start: datetime, end: datetime) -> timedelta:
     return next((b for b in _BUCKETS if span / b <= _MAX_BUCKETS), _BUCKETS[-1])
 
 
-@functools.cache
 def load_sql(name: str) -> str:
-    """The text of ``sql/<name>.sql``."""
-    return (_SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
-
-
-@functools.cache
-def _macro_statements() -> tuple[str, ...]:
-    return tuple(s.query for s in duckdb.extract_statements(load_sql("macros")))
+    """The page query ``name``: the statement ``name`` of ``sql/<name>.sql``."""
+    return load_statements(__package__, f"sql/{name}.sql")[name]
 
 
 def run_query(
@@ -75,8 +67,8 @@ def run_query(
     """Run ``sql/<name>.sql`` with ``params`` on a fresh cursor and return the rows."""
     cursor = connection.cursor()
     try:
-        for statement in _macro_statements():
-            cursor.execute(statement)
+        for macro in load_statements(__package__, "sql/macros.sql").values():
+            cursor.execute(macro)
         sql = load_sql(name)
         # DuckDB rejects named parameters the statement does not use.
         used = {key: value for key, value in params.items() if f"${key}" in sql}

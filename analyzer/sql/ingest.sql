@@ -1,3 +1,24 @@
+-- The ingest of one batch: the files are read into a temporary stage table,
+-- checked, deduplicated, then appended to span_rows; ingested_files and
+-- bad_lines remember what was read.
+
+-- name: create_stage
+-- The stage's columns come from the read itself (an empty file binds them).
+CREATE OR REPLACE TEMP TABLE stage AS SELECT * FROM _read_batch(?);
+
+-- name: insert_stage
+INSERT INTO stage SELECT * FROM _read_batch(?);
+
+-- name: unstage_file
+DELETE FROM stage WHERE source_file = ?;
+
+-- name: rename_staged_file
+-- Lines read from a good-lines copy are credited to the original file.
+UPDATE stage SET source_file = ? WHERE source_file = ?;
+
+-- name: drop_stage
+DROP TABLE IF EXISTS stage;
+
 -- name: suspect_files
 -- Files whose spans lack a valid trace or span id, or have an attribute without
 -- a key or the same key twice: re-read line by line to report the exact lines.
@@ -40,3 +61,18 @@ SELECT
 FROM stage AS s
 WHERE has_span
   AND NOT EXISTS (SELECT 1 FROM span_rows AS r WHERE r.trace_id = s.trace_id AND r.span_id = s.span_id);
+
+-- name: is_ingested
+SELECT count(*) FROM ingested_files WHERE path = ? AND size = ? AND mtime_ns = ?;
+
+-- name: remember_file
+INSERT OR REPLACE INTO ingested_files VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: remember_bad_line
+INSERT INTO bad_lines VALUES (?, ?, ?);
+
+-- name: count_spans
+SELECT count(*) FROM span_rows;
+
+-- name: count_pending_traces
+SELECT count(*) FROM pending_traces;

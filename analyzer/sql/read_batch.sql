@@ -14,14 +14,17 @@ CREATE OR REPLACE TEMP MACRO _or_null(items) AS CASE WHEN len(items) > 0 THEN it
 CREATE OR REPLACE TEMP MACRO _attribute(attribute_kv, attribute_key) AS
     attribute_kv.vals[list_position(attribute_kv.keys, attribute_key)];
 
--- name: stage_select
+-- name: read_batch_macro
+-- The typed read of a list of files, as a table: the stage is created and
+-- filled from it (ingest.sql).
+CREATE OR REPLACE TEMP MACRO _read_batch(files) AS TABLE
 WITH request AS (
     SELECT
         filename AS source_file,
         unnest(_or_null(resourceSpans)) AS resource_spans,
         generate_subscripts(_or_null(resourceSpans), 1) AS resource_no
     FROM read_json(
-        ?,
+        files,
         format = 'newline_delimited',
         records = true,
         filename = true,

@@ -3,6 +3,7 @@
 -- on bulk inserts. Files are remembered by (path, size, mtime) so ingesting
 -- the same file twice reads nothing.
 
+-- name: ingested_files
 CREATE TABLE IF NOT EXISTS ingested_files (
     path VARCHAR NOT NULL,
     size BIGINT NOT NULL,
@@ -14,10 +15,13 @@ CREATE TABLE IF NOT EXISTS ingested_files (
     PRIMARY KEY (path, size, mtime_ns)
 );
 
+-- name: bad_lines
 CREATE TABLE IF NOT EXISTS bad_lines (path VARCHAR NOT NULL, line BIGINT NOT NULL, reason VARCHAR NOT NULL);
 
+-- name: write_tools
 CREATE TABLE IF NOT EXISTS write_tools (pattern VARCHAR PRIMARY KEY);
 
+-- name: span_rows
 CREATE TABLE IF NOT EXISTS span_rows (
     trace_id VARCHAR NOT NULL,
     span_id VARCHAR NOT NULL,
@@ -36,6 +40,7 @@ CREATE TABLE IF NOT EXISTS span_rows (
     source_file VARCHAR
 );
 
+-- name: trace_conversation_rows
 -- Spans that carry a conversation id (any span, not only tool spans): a tool
 -- span without one inherits its trace's conversation.
 CREATE TABLE IF NOT EXISTS trace_conversation_rows (
@@ -44,6 +49,7 @@ CREATE TABLE IF NOT EXISTS trace_conversation_rows (
     conversation_id VARCHAR NOT NULL
 );
 
+-- name: tool_span_rows
 -- Tool-call and attempt spans of every instrumentation, with the attributes
 -- the views need already extracted and the arguments/results fingerprinted
 -- (canonical JSON), so analysing an ingested database again is cheap.
@@ -84,11 +90,13 @@ CREATE TABLE IF NOT EXISTS tool_span_rows (
     duration_ms DOUBLE
 );
 
+-- name: pending_traces
 -- Traces ingested since tool_call_rows, attempt_rows and finding_rows were
 -- last brought up to date: filled with each batch, emptied by the refresh at
 -- the end of the ingest (or the next call, if an ingest stopped half way).
 CREATE TABLE IF NOT EXISTS pending_traces (trace_id VARCHAR NOT NULL);
 
+-- name: tool_call_rows
 -- The views' rows, kept up to date at ingest (only the traces an ingest
 -- touched are recomputed) so that reading them costs a scan, not a join of
 -- every tool span. side_effect depends on write_tools: set_write_tools
@@ -123,6 +131,7 @@ CREATE TABLE IF NOT EXISTS tool_call_rows (
     side_effect_attr VARCHAR          -- toolspan.side_effect, for set_write_tools
 );
 
+-- name: attempt_rows
 CREATE TABLE IF NOT EXISTS attempt_rows (
     trace_id VARCHAR NOT NULL,
     span_id VARCHAR NOT NULL,
@@ -142,6 +151,7 @@ CREATE TABLE IF NOT EXISTS attempt_rows (
     read_back VARCHAR                 -- toolspan.read_back, for unsafe_retry
 );
 
+-- name: finding_rows
 -- The findings with the default min_repeats (3), recomputed after an ingest
 -- that added spans and after set_write_tools changed the write tools.
 CREATE TABLE IF NOT EXISTS finding_rows (

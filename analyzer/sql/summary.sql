@@ -1,3 +1,5 @@
+-- What the Analyzer reads back for its reports: summary figures and findings.
+
 -- name: totals
 SELECT
     count(*) AS calls,
@@ -21,3 +23,10 @@ SELECT
     (SELECT coalesce(sum(lines), 0) FROM ingested_files) AS lines,
     (SELECT count(*) FROM span_rows) AS spans,
     (SELECT count(*) FROM bad_lines) AS bad_lines;
+
+-- name: findings
+-- The findings with the default min_repeats, materialised at ingest.
+SELECT * FROM finding_rows ORDER BY kind, first_seen, conversation_id, tool;
+
+-- name: findings_min_repeats
+SELECT * FROM toolspan_findings(?) ORDER BY kind, first_seen, conversation_id, tool;

@@ -1,3 +1,4 @@
+-- name: filter_bounds
 -- Sidebar, in one pass over tool_calls (a view the analyzer computes on each
 -- read): how much there is, the time range, every tool and status, and the
 -- 500 most recently active conversations (more can be typed in).

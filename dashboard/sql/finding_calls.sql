@@ -1,3 +1,4 @@
+-- name: finding_calls
 -- Findings: the calls one finding is made of.
 SELECT
     trace_id,

@@ -1,3 +1,4 @@
+-- name: findings_page
 -- Findings: one page, newest first, with the number of findings of each kind
 -- that pass the filters (one pass over the findings view).
 WITH passing AS MATERIALIZED (

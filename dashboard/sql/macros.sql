@@ -2,6 +2,8 @@
 -- applies the sidebar filters the same way. Created on each cursor (temporary
 -- objects live in memory, so they work on the read-only database).
 -- An empty list or a NULL bound means "no filter".
+
+-- name: filtered_calls
 CREATE OR REPLACE TEMP MACRO filtered_calls(t0, t1, conv, tools, statuses) AS TABLE
 SELECT *
 FROM tool_calls
@@ -11,6 +13,7 @@ WHERE (t0 IS NULL OR start_time >= t0)
   AND (len(tools) = 0 OR list_contains(tools, tool))
   AND (len(statuses) = 0 OR list_contains(statuses, status));
 
+-- name: filtered_findings
 -- Findings overlapping the time range, in the conversation, for one of the
 -- tools, and involving at least one call with one of the statuses.
 CREATE OR REPLACE TEMP MACRO filtered_findings(t0, t1, conv, tools, statuses) AS TABLE

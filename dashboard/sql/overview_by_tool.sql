@@ -1,3 +1,4 @@
+-- name: overview_by_tool
 -- Overview: final statuses by tool (one row per tool and status).
 SELECT
     coalesce(tool, '(unnamed)') AS tool,

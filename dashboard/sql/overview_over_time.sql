@@ -1,3 +1,4 @@
+-- name: overview_over_time
 -- Overview: calls per time bucket and final status.
 SELECT
     time_bucket($bucket, start_time::TIMESTAMP) AS bucket,

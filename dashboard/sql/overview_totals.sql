@@ -1,3 +1,4 @@
+-- name: overview_totals
 -- Overview headline figures over the filtered calls, and their time span
 -- (to size the over-time buckets).
 SELECT

@@ -1,3 +1,4 @@
+-- name: timeline_attempts
 -- Retry timelines: the attempts of the calls on the current page, in
 -- milliseconds from their call's start. A bar spans the attempt's own time
 -- plus the delay scheduled after it.

@@ -1,3 +1,4 @@
+-- name: timeline_calls
 -- Retry timelines: one page of logical calls, most attempts first.
 SELECT
     trace_id,

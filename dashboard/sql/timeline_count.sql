@@ -1,3 +1,4 @@
+-- name: timeline_count
 -- Retry timelines: how many calls the pager covers.
 SELECT count(*) AS calls
 FROM filtered_calls($t0, $t1, $conv, $tools, $statuses)

@@ -1,3 +1,4 @@
+-- name: trace_list
 -- Trace view: one page of the traces that hold filtered calls, newest first.
 SELECT
     trace_id,

@@ -1,3 +1,4 @@
+-- name: trace_scopes
 -- Trace view: the requests and turns of one trace, to narrow the waterfall.
 SELECT 'request' AS scope, request_id AS scope_id, count(*) AS calls, min(start_time) AS first_call
 FROM tool_calls

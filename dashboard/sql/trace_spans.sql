@@ -1,3 +1,4 @@
+-- name: trace_spans
 -- Trace view: the waterfall of one trace, or of one request or turn in it.
 -- Spans come in depth-first order (children under their parent, siblings by
 -- start time). A request or turn shows its tool calls with everything under

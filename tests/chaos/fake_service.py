@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from toolspan._sql import parse_statements
 from toolspan.tracer import ToolError
 
 __all__ = ["COMMITTING_FAULTS", "FAULTS", "Ledger", "LedgerService", "fault_for"]
@@ -48,9 +48,8 @@ def fault_for(order_id: str, attempt: int) -> str:
 
 
 def _load_queries() -> dict[str, str]:
-    text = Path(__file__).with_name("ledger.sql").read_text(encoding="utf-8")
-    parts = re.split(r"^-- name: (\w+)\s*$", text, flags=re.MULTILINE)
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    path = Path(__file__).with_name("ledger.sql")
+    return parse_statements(path.read_text(encoding="utf-8"), str(path))
 
 
 _QUERIES: Final = _load_queries()

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..._sql import load_statements
 from .._errors import ConfigurationError
 from . import _rules as rules
 from ._base import CheckedStore, new_token
-from ._named import load_named
 from ._protocol import Claim, ClaimOutcome, StoreError
 
 try:
@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 __all__ = ["RedisStore"]
 
-_SCRIPTS = load_named("redis.lua")
+_SCRIPTS = load_statements(__package__, "redis.lua")
 # Redis drops a record this long after the store forgot it: slack for clock skew
 # between workers, since the decisions use the timestamps inside the records.
 _GC_MARGIN_S = 3600.0

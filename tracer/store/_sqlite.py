@@ -19,15 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ..._sql import load_statements
 from .._errors import ConfigurationError
 from . import _rules as rules
 from ._base import RuleStore
-from ._named import load_named
 from ._protocol import StoreError
 
 __all__ = ["SQLiteStore"]
 
-_QUERIES = load_named("sqlite.sql")
+_QUERIES = load_statements(__package__, "sqlite.sql")
 _SCHEMA_VERSION = 1
 _PURGE_EVERY_S = 60.0
 
@@ -92,8 +92,8 @@ class SQLiteStore(RuleStore):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the SQLite store {self._path!r}: {exc}") from exc
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            connection.execute(_QUERIES["wal_mode"])
+            version = connection.execute(_QUERIES["schema_version"]).fetchone()[0]
             if version == 0:
                 connection.executescript(_QUERIES["schema"])
             elif version != _SCHEMA_VERSION:
@@ -115,13 +115,13 @@ class SQLiteStore(RuleStore):
         with process.lock:
             connection = process.connection
             try:
-                connection.execute("BEGIN IMMEDIATE")
+                connection.execute(_QUERIES["begin"])
                 self._active = connection
                 yield
-                connection.execute("COMMIT")
+                connection.execute(_QUERIES["commit"])
             except BaseException as exc:
                 if connection.in_transaction:
-                    connection.execute("ROLLBACK")
+                    connection.execute(_QUERIES["rollback"])
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"SQLite store {self._path!r} failed: {exc}") from exc
                 raise

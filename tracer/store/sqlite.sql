@@ -1,6 +1,23 @@
 -- Statements of SQLiteStore, loaded by name. Times are wall-clock epoch seconds
 -- from the store's clock; a row counts as absent from forget_at on.
 
+-- name: wal_mode
+PRAGMA journal_mode=WAL;
+
+-- name: schema_version
+-- 0 for a new file; the schema statement sets it.
+PRAGMA user_version;
+
+-- name: begin
+-- Takes the write lock up front: read-decide-write never interleaves.
+BEGIN IMMEDIATE;
+
+-- name: commit
+COMMIT;
+
+-- name: rollback
+ROLLBACK;
+
 -- name: schema
 BEGIN IMMEDIATE;
 CREATE TABLE IF NOT EXISTS idempotency_record (

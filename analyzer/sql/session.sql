@@ -1,0 +1,15 @@
+-- Statements about the connection itself: its settings and transactions.
+
+-- name: settings
+-- Row order is never relied on (every ordered result says ORDER BY); not
+-- keeping it lets DuckDB scan and insert in parallel with less memory.
+SET preserve_insertion_order = false;
+
+-- name: begin
+BEGIN TRANSACTION;
+
+-- name: commit
+COMMIT;
+
+-- name: rollback
+ROLLBACK;
