@@ -10,9 +10,10 @@ findings for agent loops and duplicate writes.
 
 from ._analyzer import Analyzer
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, InputError, QueryError
-from ._model import BadLine, Finding, IngestReport, QueryResult
+from ._model import FINDING_KINDS, BadLine, Finding, IngestReport, QueryResult
 
 __all__ = [
+    "FINDING_KINDS",
     "Analyzer",
     "AnalyzerError",
     "BadLine",

@@ -26,7 +26,7 @@ Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 DEFAULT_MIN_REPEATS = 3  # the threshold the findings view (and finding_rows) uses
 # Recomputes the tool calls and attempts of the traces ingested since the last
 # refresh (derive.sql), then the findings.
@@ -211,7 +211,9 @@ class Analyzer:
             self._refresh(findings=changed)
 
     def findings(self, *, min_repeats: int = DEFAULT_MIN_REPEATS) -> list[Finding]:
-        """Loops, duplicate writes, idempotency conflicts and unsafe retries."""
+        """Every finding (``FINDING_KINDS``): loops, duplicate writes, idempotency
+        conflicts, unsafe retries, key churn, writes after an unknown outcome,
+        retried permanent errors and parallel writes on one resource."""
         if min_repeats < 2:
             raise ValueError("min_repeats must be at least 2")
         if not self._read_only:

@@ -6,6 +6,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+# Every finding kind, in the order the docs describe them (docs/analyzer.md).
+FINDING_KINDS = (
+    "loop",
+    "duplicate_write",
+    "idempotency_conflict",
+    "unsafe_retry",
+    "key_churn",
+    "write_after_unknown",
+    "retried_permanent",
+    "parallel_write",
+)
+
 
 @dataclass(frozen=True)
 class BadLine:
@@ -29,7 +41,8 @@ class IngestReport:
 
 @dataclass(frozen=True)
 class Finding:
-    """One finding (loop, duplicate_write, idempotency_conflict, unsafe_retry)."""
+    """One finding: its ``kind`` is one of ``FINDING_KINDS``; ``detail["explanation"]``
+    says in one sentence what went wrong and what the fix is."""
 
     kind: str
     conversation_id: str

@@ -92,6 +92,14 @@ def finding_why(finding: Finding) -> str:
         return f"key used with {len(detail.get('args_fingerprints') or [])} argument sets"
     if finding.kind == "unsafe_retry":
         return f"unkeyed write attempted {finding.count}x: {detail.get('attempt_outcomes')}"
+    if finding.kind == "key_churn":
+        return f"same write under {len(detail.get('keys') or [])} different keys"
+    if finding.kind == "write_after_unknown":
+        return f"ended {detail.get('error_code')}, run again {finding.count - 1}x unchecked"
+    if finding.kind == "retried_permanent":
+        return f"permanent failure retried: {detail.get('attempt_outcomes')}"
+    if finding.kind == "parallel_write":
+        return f"{finding.count} overlapping writes on {detail.get('resource_key')}"
     return ""
 
 

@@ -11,9 +11,8 @@ from typing import Any
 from . import _render
 from ._analyzer import Analyzer
 from ._errors import AnalyzerError
-from ._model import IngestReport
+from ._model import FINDING_KINDS, IngestReport
 
-FINDING_KINDS = ("loop", "duplicate_write", "idempotency_conflict", "unsafe_retry")
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 

@@ -99,6 +99,7 @@ SELECT
     TRY_CAST(_attribute(attribute_kv, 'toolspan.attempt') AS BIGINT) AS attempt,
     _attribute(attribute_kv, 'toolspan.attempt.outcome') AS outcome,
     _attribute(attribute_kv, 'toolspan.read_back') AS read_back,
+    _attribute(attribute_kv, 'toolspan.resource.key') AS resource_key,
     TRY_CAST(_attribute(attribute_kv, 'toolspan.retry.delay_s') AS DOUBLE) AS delay_s,
     TRY_CAST(_attribute(attribute_kv, 'toolspan.retry.elapsed_wait_s') AS DOUBLE) AS elapsed_wait_s,
     _attribute(attribute_kv, 'error.type') AS error_type,
@@ -187,7 +188,7 @@ SELECT
     END AS answer,
     coalesce(result_hash, result_fingerprint) AS result_hash,
     status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
-    start_time, end_time, duration_ms, source, side_effect_attr
+    start_time, end_time, duration_ms, source, side_effect_attr, read_back, resource_key
 FROM call;
 
 -- name: insert_attempts

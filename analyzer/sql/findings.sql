@@ -46,6 +46,10 @@ loop AS (
             'attempts', g.attempts,
             'wasted_ms', round(g.wasted_ms, 3),
             'wasted_wait_s', round(g.wasted_wait_s, 3),
+            'explanation', format(
+                '{} ran {} times with the same arguments and got the same answer each time: '
+                || 'give the model that answer instead of letting it ask again (or block the repeat).',
+                coalesce(g.tool, '?'), g.count),
             -- Other repeated calls of the same conversation over the same time: a cycle.
             'cycle_tools', (
                 SELECT list_sort(list(DISTINCT o.tool))
@@ -70,7 +74,16 @@ duplicate_write AS (
             'tools', list_sort(list(DISTINCT tool)),
             'args_fingerprints', list_sort(list(DISTINCT args_fingerprint)),
             'call_ids', list(call_id ORDER BY start_time, span_id),
-            'arguments', any_value(arguments)
+            'arguments', any_value(arguments),
+            'explanation', format(
+                '{} writes of {} for one action all ran: {}.',
+                count(*), array_to_string(list_sort(list(DISTINCT tool)), ', '),
+                CASE
+                    WHEN idempotency_key IS NULL THEN 'give the action one idempotency key so '
+                        || 'that a repeat returns the stored result instead of writing again'
+                    ELSE 'its idempotency key did not stop the repeat, so make every worker '
+                        || 'use the same shared idempotency store'
+                END)
         )::VARCHAR AS detail
     FROM tool_calls
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
@@ -94,7 +107,11 @@ idempotency_conflict AS (
             'tools', list_sort(list(DISTINCT tool)),
             'args_fingerprints', list_sort(list(DISTINCT args_fingerprint)),
             'conversations', list_sort(list(DISTINCT conversation_id)),
-            'statuses', list(status ORDER BY start_time, span_id)
+            'statuses', list(status ORDER BY start_time, span_id),
+            'explanation', format(
+                'Idempotency key {} was used for {} different argument sets: derive the key from '
+                || 'the action it protects, so different actions never share one.',
+                idempotency_key, count(DISTINCT args_fingerprint))
         )::VARCHAR AS detail
     FROM tool_calls
     WHERE idempotency_key IS NOT NULL
@@ -118,7 +135,11 @@ unsafe_retry AS (
                 SELECT list(a.outcome ORDER BY a.attempt)
                 FROM attempts AS a
                 WHERE a.trace_id = c.trace_id AND a.call_span_id = c.span_id
-            )
+            ),
+            'explanation', format(
+                'A write of {} without an idempotency key was attempted {} times: give it a key '
+                || '(or a read-back that checks the effect) before letting it be retried.',
+                coalesce(c.tool, '?'), c.attempts)
         )::VARCHAR AS detail
     FROM tool_calls AS c
     WHERE c.side_effect = 'write' AND c.idempotency_key IS NULL AND c.attempts > 1
@@ -130,11 +151,182 @@ unsafe_retry AS (
           WHERE a.trace_id = c.trace_id AND a.call_span_id = c.span_id
             AND a.attempt < c.attempts
             AND coalesce(a.read_back, '') <> 'absent')
+),
+-- key_churn: the same write (one conversation, one request, same tool and
+-- arguments) succeeded under two or more different idempotency keys: a key
+-- minted per attempt, which no store can dedupe. Groups with two keys are
+-- found on the keyed calls first; then every call of those groups is listed.
+churned_key AS (
+    SELECT conversation_id, request_id, tool, args_fingerprint
+    FROM tool_calls
+    WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
+      AND idempotency_key IS NOT NULL
+    GROUP BY ALL
+    HAVING count(DISTINCT idempotency_key) >= 2
+),
+key_churn AS (
+    SELECT
+        'key_churn' AS kind, c.conversation_id, c.tool, NULL::VARCHAR AS idempotency_key,
+        count(*) AS count,
+        list(c.span_id ORDER BY c.start_time, c.span_id) AS span_ids,
+        list_sort(list(DISTINCT c.trace_id)) AS trace_ids,
+        min(c.start_time) AS first_seen, max(c.end_time) AS last_seen,
+        json_object(
+            'keys', list_sort(list(DISTINCT c.idempotency_key) FILTER (WHERE c.idempotency_key IS NOT NULL)),
+            'request_id', c.request_id,
+            'args_fingerprint', c.args_fingerprint,
+            'arguments', any_value(c.arguments),
+            'explanation', format(
+                '{} writes of {} with the same arguments ran under {} different idempotency keys: '
+                || 'derive the key once per logical action and reuse it on every retry.',
+                count(*), coalesce(c.tool, '?'), count(DISTINCT c.idempotency_key))
+        )::VARCHAR AS detail
+    FROM tool_calls AS c
+    SEMI JOIN churned_key AS k
+        ON k.conversation_id = c.conversation_id
+       AND k.request_id IS NOT DISTINCT FROM c.request_id
+       AND k.tool IS NOT DISTINCT FROM c.tool
+       AND k.args_fingerprint IS NOT DISTINCT FROM c.args_fingerprint
+    WHERE c.side_effect = 'write' AND c.status = 'succeeded' AND NOT c.replayed
+    GROUP BY c.conversation_id, c.request_id, c.tool, c.args_fingerprint
+),
+-- write_after_unknown: a write whose outcome was unknown (it may have
+-- happened) run again later with the same arguments, and nothing read the
+-- effect back first (the repeat's toolspan.read_back is absent).
+unknown_write AS (
+    SELECT trace_id, span_id, conversation_id, tool, args_fingerprint, idempotency_key,
+           error_code, arguments, start_time, end_time
+    FROM tool_calls
+    WHERE side_effect = 'write' AND error_code IN ('unknown_outcome', 'timeout', 'connection_error')
+),
+unread_repeat AS (
+    SELECT
+        u.trace_id AS unknown_trace_id, u.span_id AS unknown_span_id,
+        r.trace_id, r.span_id, r.start_time, r.end_time
+    FROM unknown_write AS u
+    JOIN tool_calls AS r
+        ON r.conversation_id = u.conversation_id
+       AND r.tool = u.tool
+       AND r.args_fingerprint = u.args_fingerprint
+       AND r.start_time >= u.end_time
+    WHERE r.attempts >= 1 AND NOT r.replayed AND r.read_back IS NULL
+      AND NOT (r.trace_id = u.trace_id AND r.span_id = u.span_id)
+),
+repeat_group AS (
+    SELECT
+        unknown_trace_id, unknown_span_id, count(*) AS repeats,
+        list(span_id ORDER BY start_time, span_id) AS span_ids,
+        list(DISTINCT trace_id) AS trace_ids,
+        max(end_time) AS last_end
+    FROM unread_repeat
+    GROUP BY ALL
+),
+write_after_unknown AS (
+    SELECT
+        'write_after_unknown' AS kind, u.conversation_id, u.tool, u.idempotency_key,
+        1 + r.repeats AS count,
+        [u.span_id] || r.span_ids AS span_ids,
+        list_sort(list_distinct([u.trace_id] || r.trace_ids)) AS trace_ids,
+        u.start_time AS first_seen, greatest(u.end_time, r.last_end) AS last_seen,
+        json_object(
+            'error_code', u.error_code,
+            'args_fingerprint', u.args_fingerprint,
+            'arguments', u.arguments,
+            'repeats', r.repeats,
+            'explanation', format(
+                'A write of {} ended with {} (it may have happened) and ran again {} without '
+                || 'reading its effect back: check the effect with a read-back, or reuse the '
+                || 'idempotency key, before repeating it.',
+                coalesce(u.tool, '?'), u.error_code,
+                CASE r.repeats WHEN 1 THEN 'once' ELSE r.repeats || ' times' END)
+        )::VARCHAR AS detail
+    FROM unknown_write AS u
+    JOIN repeat_group AS r ON r.unknown_trace_id = u.trace_id AND r.unknown_span_id = u.span_id
+),
+-- retried_permanent: an attempt that failed with a code waiting cannot fix
+-- (a 4xx other than 408/409/429, invalid arguments) was followed by another
+-- attempt of the same call.
+permanent_attempt AS (
+    SELECT a.trace_id, a.call_span_id, min(a.attempt) AS attempt
+    FROM attempt_rows AS a
+    WHERE a.outcome IN (
+        'http_400', 'http_401', 'http_403', 'http_404', 'http_405', 'http_422', 'invalid_arguments')
+      AND EXISTS (
+          SELECT 1 FROM attempt_rows AS later
+          WHERE later.trace_id = a.trace_id AND later.call_span_id = a.call_span_id
+            AND later.attempt > a.attempt)
+    GROUP BY ALL
+),
+retried_permanent AS (
+    SELECT
+        'retried_permanent' AS kind, c.conversation_id, c.tool, c.idempotency_key,
+        c.attempts AS count,
+        [c.span_id] AS span_ids, [c.trace_id] AS trace_ids,
+        c.start_time AS first_seen, c.end_time AS last_seen,
+        json_object(
+            'call_id', c.call_id,
+            'status', c.status,
+            'attempt_outcomes', o.outcomes,
+            'explanation', format(
+                '{} was attempted {} times although attempt {} failed with {}, which waiting '
+                || 'cannot fix: do not retry that code; fix the call (arguments, permissions, '
+                || 'target) instead.',
+                coalesce(c.tool, '?'), c.attempts, p.attempt, o.outcomes[p.attempt])
+        )::VARCHAR AS detail
+    FROM tool_calls AS c
+    JOIN permanent_attempt AS p ON p.trace_id = c.trace_id AND p.call_span_id = c.span_id
+    JOIN (
+        SELECT trace_id, call_span_id, list(outcome ORDER BY attempt) AS outcomes
+        FROM attempt_rows
+        WHERE (trace_id, call_span_id) IN (SELECT (trace_id, call_span_id) FROM permanent_attempt)
+        GROUP BY ALL
+    ) AS o ON o.trace_id = c.trace_id AND o.call_span_id = c.span_id
+    WHERE c.attempts >= 2
+),
+-- parallel_write: writes on one resource (toolspan.resource.key) whose time
+-- ranges overlap in one conversation: they race.
+resource_write AS (
+    SELECT trace_id, span_id, conversation_id, resource_key, tool, start_time, end_time
+    FROM tool_calls
+    WHERE side_effect = 'write' AND attempts >= 1 AND resource_key IS NOT NULL
+),
+overlapping_write AS (
+    SELECT DISTINCT a.*
+    FROM resource_write AS a
+    JOIN resource_write AS b
+        ON b.conversation_id = a.conversation_id
+       AND b.resource_key = a.resource_key
+       AND a.start_time < b.end_time
+       AND b.start_time < a.end_time
+    WHERE NOT (a.trace_id = b.trace_id AND a.span_id = b.span_id)
+),
+parallel_write AS (
+    SELECT
+        'parallel_write' AS kind, conversation_id,
+        CASE WHEN count(DISTINCT tool) = 1 THEN min(tool) END AS tool,
+        NULL::VARCHAR AS idempotency_key, count(*) AS count,
+        list(span_id ORDER BY start_time, span_id) AS span_ids,
+        list_sort(list(DISTINCT trace_id)) AS trace_ids,
+        min(start_time) AS first_seen, max(end_time) AS last_seen,
+        json_object(
+            'resource_key', resource_key,
+            'tools', list_sort(list(DISTINCT tool)),
+            'explanation', format(
+                '{} writes on resource {} ({}) ran at the same time: run writes on one resource '
+                || 'one after another (declare resource_key so the executor serialises them).',
+                count(*), resource_key, array_to_string(list_sort(list(DISTINCT tool)), ', '))
+        )::VARCHAR AS detail
+    FROM overlapping_write
+    GROUP BY conversation_id, resource_key
 )
 SELECT * FROM loop
 UNION ALL SELECT * FROM duplicate_write
 UNION ALL SELECT * FROM idempotency_conflict
-UNION ALL SELECT * FROM unsafe_retry;
+UNION ALL SELECT * FROM unsafe_retry
+UNION ALL SELECT * FROM key_churn
+UNION ALL SELECT * FROM write_after_unknown
+UNION ALL SELECT * FROM retried_permanent
+UNION ALL SELECT * FROM parallel_write;
 
 -- name: findings_view
 -- Materialised after each ingest and set_write_tools (derive.sql).

@@ -80,6 +80,7 @@ CREATE TABLE IF NOT EXISTS tool_span_rows (
     attempt BIGINT,
     outcome VARCHAR,
     read_back VARCHAR,
+    resource_key VARCHAR,
     delay_s DOUBLE,
     elapsed_wait_s DOUBLE,
     error_type VARCHAR,
@@ -128,7 +129,9 @@ CREATE TABLE IF NOT EXISTS tool_call_rows (
     end_time TIMESTAMP,
     duration_ms DOUBLE,
     source VARCHAR NOT NULL,
-    side_effect_attr VARCHAR          -- toolspan.side_effect, for set_write_tools
+    side_effect_attr VARCHAR,         -- toolspan.side_effect, for set_write_tools
+    read_back VARCHAR,                -- toolspan.read_back of the call span
+    resource_key VARCHAR              -- toolspan.resource.key
 );
 
 -- name: attempt_rows

@@ -119,8 +119,13 @@ class Recorder:
         replayed: bool = False,
         wait_s: float = 0.0,
         duration_ms: float = 20.0,
+        extra: dict[str, Any] | None = None,
     ) -> ReadableSpan:
-        """One logical call: a call span and one attempt span per outcome."""
+        """One logical call: a call span and one attempt span per outcome.
+
+        ``extra`` attributes go on the call span and its attempt spans (request id,
+        resource key, read-back).
+        """
         final = status or ("succeeded" if outcomes and outcomes[-1] == "ok" else "attempt_limit")
         call_id = self.next_id("call_")
         common: dict[str, Any] = {
@@ -129,6 +134,7 @@ class Recorder:
             "gen_ai.tool.type": "function",
             "gen_ai.conversation.id": conversation,
             "toolspan.side_effect": side_effect,
+            **(extra or {}),
         }
         if key is not None:
             common["toolspan.idempotency.key"] = key
