@@ -1,15 +1,19 @@
-"""Findings: loops, duplicate writes, idempotency conflicts, unsafe retries."""
+"""Findings: every kind the analyzer finds (toolspan.analyzer.FINDING_KINDS)."""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import streamlit as st
 
+from toolspan.analyzer import FINDING_KINDS
 from toolspan.dashboard import _ui
 from toolspan.dashboard._pages._paging import page_offset
 
 PAGE_SIZE = 50
-KINDS = ("loop", "duplicate_write", "idempotency_conflict", "unsafe_retry")
+KINDS = FINDING_KINDS
+METRICS_PER_ROW = 4
 
 
 def _describe(finding: pd.Series) -> str:
@@ -17,8 +21,19 @@ def _describe(finding: pd.Series) -> str:
     return f"{finding['kind']} · {subject} x{int(finding['count'])} · {finding['conversation_id']}"
 
 
+def _explanation(detail: object) -> str:
+    """The finding's one-sentence explanation and fix (``detail.explanation``)."""
+    try:
+        parsed = json.loads(str(detail))
+    except ValueError:
+        return ""
+    return str(parsed.get("explanation") or "") if isinstance(parsed, dict) else ""
+
+
 def _open_finding(finding: pd.Series) -> None:
     st.markdown(f"**{_describe(finding)}**")
+    # Trace text (tool names, keys) inside: plain text, never Markdown.
+    st.text(_explanation(finding["detail"]))
     if pd.notna(finding["detail"]):
         st.write(str(finding["detail"]))
     calls = _ui.query(
@@ -54,8 +69,10 @@ def render() -> None:
     offset = st.session_state.get("findings_offset", 0)
     page = _ui.filtered("findings_page", kinds=list(kinds), limit=PAGE_SIZE, offset=offset)
     by_kind = _kind_counts(page["kind_counts"].iloc[0])
-    for column, kind in zip(st.columns(len(KINDS)), KINDS, strict=True):
-        column.metric(kind.replace("_", " "), f"{by_kind.get(kind, 0):,}")
+    for row in range(0, len(KINDS), METRICS_PER_ROW):
+        kinds_in_row = KINDS[row : row + METRICS_PER_ROW]
+        for column, kind in zip(st.columns(METRICS_PER_ROW), kinds_in_row, strict=False):
+            column.metric(kind.replace("_", " "), f"{by_kind.get(kind, 0):,}")
     total = sum(n for kind, n in by_kind.items() if not kinds or kind in kinds)
     if total == 0:
         _ui.stop_with("No finding matches the filters.", info=True)

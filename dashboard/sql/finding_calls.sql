@@ -10,7 +10,10 @@ SELECT
     idempotency_key,
     replayed,
     args_fingerprint,
+    read_back,
+    resource_key,
     start_time,
+    end_time,
     duration_ms
 FROM tool_calls
 WHERE list_contains($span_ids, span_id) AND list_contains($trace_ids, trace_id)
