@@ -727,7 +727,9 @@ class _Core:
                 )
         except StoreError as exc:
             # The result is decided; losing guard bookkeeping must not change it.
-            _log.warning("could not record the outcome in the store: %s", exc)
+            _log.warning(
+                "could not record the outcome in the store: %s", self.redactor.text(str(exc))
+            )
 
     def _settle_claim(
         self, guards: Safeguards, run: _Run, result: ToolResult, encoded: bytes, key: str

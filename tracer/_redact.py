@@ -1,18 +1,29 @@
 """Redaction of secrets in tool arguments and error text.
 
 Runs before anything reaches a span, a log line or a file; the tool itself
-always receives the original arguments. Two kinds of rules:
+always receives the original arguments. Three kinds of rules:
 
 * key rules: a mapping key that names a secret (``password``, ``api_key``,
-  ``Authorization``...) has its whole value replaced, whatever it is;
-* value rules: strings that look like a secret (bearer tokens, JWTs,
-  ``sk-...`` keys, AWS key ids, GitHub/Slack tokens, Luhn-valid card
-  numbers, ``password=...`` pairs in free text) are replaced wherever they
-  appear.
+  ``Authorization``, ``access_token``...) has its whole value replaced,
+  whatever it is; so has the ``value`` of a ``{"name": ..., "value": ...}``
+  (or ``key``/``value``) pair whose name is such a key;
+* value rules: strings that look like a secret (bearer and basic
+  credentials, JWTs, vendor API keys, the password of a URL or DSN,
+  ``key=value`` / ``"key": "value"`` pairs with a secret key in free text,
+  card numbers written in groups) are replaced wherever they appear;
+* card numbers in context: a Luhn-valid 13-19 digit number is masked under a
+  card-ish key (``card``, ``pan``, ``cc``...) or after such a word in text,
+  never merely for passing the Luhn check (one integer in ten does).
+
+Fields that only look like secrets stay readable: token counts
+(``prompt_tokens``, ``token_budget``, ``tokenizer``), ``session_id``,
+``auth_method``, ``is_authenticated``, ``cookie_consent``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -21,47 +32,89 @@ __all__ = ["REDACTED", "Redactor"]
 
 REDACTED = "[REDACTED]"
 
-# Normalised (lowercase, alphanumerics only) fragments: a key containing any
-# of them is secret. Matching on fragments catches ``X-Api-Key``,
-# ``db_password_hash``, ``refreshToken`` and friends.
-_SECRET_KEY_FRAGMENTS: tuple[str, ...] = (
+# A key whose normalised form (lowercase, alphanumerics only) contains one of
+# these is secret: they are long and unambiguous, so ``X-Api-Key``,
+# ``db_password_hash`` and ``mypassword`` are all caught.
+_SECRET_FRAGMENTS: tuple[str, ...] = (
     "password",
     "passwd",
     "passphrase",
     "secret",
-    "token",
-    "auth",
     "credential",
     "apikey",
+    "accesskey",
     "privatekey",
-    "session",
-    "cookie",
+    "authorization",
     "csrf",
     "xsrf",
-    "jwt",
-    "ssn",
     "creditcard",
     "cardnumber",
     "cardno",
     "ccnumber",
-    "cvv",
-    "cvc",
 )
-# Keys that contain a fragment but name no secret (token counts, authors).
-_DEFAULT_ALLOWED_KEYS: frozenset[str] = frozenset(
+# Short words that are secret only as a whole word of the key (``db_pass``,
+# ``accessToken``, ``x-amz-signature``), so that ``passenger``, ``classname``
+# and ``tokenizer`` are not; and not when a qualifier word says the value is a
+# count, a setting or a flag about the secret (``token_budget``, ``auth_method``).
+_SECRET_WORDS = frozenset(
     {
-        "author",
-        "authors",
-        "authorname",
-        "authorid",
-        "maxtokens",
-        "inputtokens",
-        "outputtokens",
-        "totaltokens",
-        "tokencount",
-        "maxcompletiontokens",
+        "pass",
+        "pwd",
+        "token",
+        "tokens",
+        "auth",
+        "cookie",
+        "cookies",
+        "jwt",
+        "ssn",
+        "cvv",
+        "cvc",
+        "signature",
+        "sig",
     }
 )
+_BENIGN_QUALIFIERS = frozenset(
+    {
+        "count",
+        "counts",
+        "budget",
+        "limit",
+        "limits",
+        "max",
+        "min",
+        "total",
+        "prompt",
+        "completion",
+        "input",
+        "output",
+        "cached",
+        "reasoning",
+        "used",
+        "remaining",
+        "usage",
+        "num",
+        "method",
+        "methods",
+        "type",
+        "mode",
+        "scheme",
+        "provider",
+        "status",
+        "enabled",
+        "required",
+        "consent",
+        "expires",
+        "expiry",
+        "ttl",
+    }
+)
+# Words of a key under which a Luhn-valid number is a card number.
+_CARD_WORDS = frozenset({"card", "cards", "pan", "cc", "visa", "mastercard", "amex"})
+# Keys that contain a fragment but name no secret.
+_DEFAULT_ALLOWED_KEYS: frozenset[str] = frozenset(
+    {"author", "authors", "authorname", "authorid", "tokenizer"}
+)
+_PLAIN, _SECRET, _CARD = 0, 1, 2
 
 _SECRET_VALUE = re.compile(
     r"""
@@ -71,23 +124,67 @@ _SECRET_VALUE = re.compile(
     | \b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}                  # Stripe-style keys
     | \b(?:AKIA|ASIA|AIDA|AROA)[0-9A-Z]{16}\b                        # AWS access key ids
     | \bgh[pousr]_[A-Za-z0-9]{30,}                                   # GitHub tokens
+    | \bgithub_pat_[A-Za-z0-9_]{22,}                                 # GitHub fine-grained
+    | \bglpat-[A-Za-z0-9_-]{20,}                                     # GitLab
+    | \bhf_[A-Za-z0-9]{30,}                                          # Hugging Face
+    | \bnpm_[A-Za-z0-9]{36,}                                         # npm
+    | \bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}                   # SendGrid
     | \bxox[abposr]-[A-Za-z0-9-]{10,}                                # Slack tokens
     | \bAIza[0-9A-Za-z_-]{35}                                        # Google API keys
     | -----BEGIN[A-Z ]*PRIVATE\ KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE\ KEY-----|$)
-    | (?i:\b(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|auth)
-         \s*[=:]\s*)[^\s,;&"']+                                      # key=value in text
     """,
     re.VERBOSE,
 )
+# ``key=value``, ``key: value`` and ``"key": "value"`` (also JSON escaped
+# inside a string) where the key may name a secret; the key itself decides
+# (``_key_pair``), so ``prompt_tokens: 120`` stays.
+_KEY_PAIR = re.compile(
+    r"""
+    (?P<key>(?<![\w.-])\\*["']?
+        (?P<name>[\w.-]*(?i:pass|pwd|secret|token|auth|key|credential|cookie|sig|jwt|csrf|xsrf|ssn|cvv|cvc|card|pan)[\w.-]*)
+        \\*["']?\s*[=:]\s*)
+    (?P<value>
+        (?P<escape>\\+)"(?:(?!(?P=escape)").)*(?P=escape)"  # \"...\" (JSON in a JSON string)
+      | "(?:[^"\\]|\\.)*"                         # "..."
+      | '[^']*'                                   # '...'
+      | (?i:(?:basic|bearer|digest|token|negotiate)\s+)?[^\s,;&"'}\]]+
+    )
+    """,
+    re.VERBOSE,
+)
+# The password of ``scheme://user:password@host`` (or ``user:password@host``).
+_URL_PASSWORD = re.compile(
+    r"(?P<user>(?:\b[a-zA-Z][\w+.-]*://[^\s:/@]*|(?<![\w/:@])[A-Za-z][\w.%+-]*)):"
+    r"(?P<password>[^\s:/@]+)@(?=[\w\[])"
+)
+_BASIC_CREDENTIALS = re.compile(r"(?i:\bbasic)\s+([A-Za-z0-9+/]{8,}={0,2})(?![\w+/=])")
+# Card numbers written as cards are: in groups of four (or Amex's 4-6-5).
+_GROUPED_CARD = re.compile(
+    r"(?<![\d.])(?:\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{3})?|\d{4}([ -])\d{6}\2\d{5})(?![\d.])"
+)
+# A plain digit run right after a card-ish word ("card 4111111111111111").
+_CARD_IN_CONTEXT = re.compile(
+    r"(?i:\b(?:card|cc|pan|visa|mastercard|amex|credit)\w*(?:[^\w\n]{1,3}(?:number|num|no|nr))?)"
+    r"[^\w\n]{1,6}(\d{13,19})(?![\d.])"
+)
+_KEY_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _CACHED_TEXTS = 4096
 _CACHED_TEXT_CHARS = 256
-# Integers from here on may be card numbers sent as JSON numbers.
-_CARD_NUMBER_MIN = 10**12
-_CARD_CANDIDATE = re.compile(r"(?<![\d.])\d(?:[ -]?\d){12,18}(?![\d.])")
+_CARD_DIGITS = range(13, 20)
 
 
 def _normalise_key(key: str) -> str:
     return "".join(ch for ch in key.lower() if ch.isalnum())
+
+
+def _classify(normal: str, words: list[str]) -> int:
+    if any(fragment in normal for fragment in _SECRET_FRAGMENTS):
+        return _SECRET
+    if not _SECRET_WORDS.isdisjoint(words):
+        return _PLAIN if not _BENIGN_QUALIFIERS.isdisjoint(words) else _SECRET
+    if not _CARD_WORDS.isdisjoint(words):
+        return _CARD
+    return _PLAIN
 
 
 def _luhn_valid(digits: str) -> bool:
@@ -102,9 +199,34 @@ def _luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _mask_card(match: re.Match[str]) -> str:
+def _is_card_number(digits: str) -> bool:
+    return len(digits) in _CARD_DIGITS and digits.isdigit() and _luhn_valid(digits)
+
+
+def _mask_grouped_card(match: re.Match[str]) -> str:
     digits = re.sub(r"\D", "", match.group())
-    return REDACTED if _luhn_valid(digits) else match.group()
+    return REDACTED if _is_card_number(digits) else match.group()
+
+
+def _mask_card_in_context(match: re.Match[str]) -> str:
+    if not _is_card_number(match.group(1)):
+        return match.group()
+    return match.group()[: match.start(1) - match.start()] + REDACTED
+
+
+def _mask_basic(match: re.Match[str]) -> str:
+    # Only what decodes to ``user:password``: "basic authentication" stays.
+    try:
+        decoded = base64.b64decode(match.group(1) + "==")
+    except (binascii.Error, ValueError):
+        return match.group()
+    if b":" not in decoded:
+        return match.group()
+    return match.group()[: match.start(1) - match.start()] + REDACTED
+
+
+def _mask_url_password(match: re.Match[str]) -> str:
+    return f"{match.group('user')}:{REDACTED}@"
 
 
 class Redactor:
@@ -127,18 +249,23 @@ class Redactor:
         self._extra = tuple(re.compile(pattern) for pattern in extra_patterns)
         # Keys and many values repeat across calls; remembering verdicts keeps
         # the hot path cheap. Both caches are bounded.
-        self._key_verdicts: dict[str, bool] = {}
+        self._key_verdicts: dict[str, int] = {}
         self._texts: dict[str, str] = {}
 
     def is_secret_key(self, key: str) -> bool:
         """True when the value under ``key`` must never be shown."""
+        return self._verdict(key) == _SECRET
+
+    def _verdict(self, key: str) -> int:
         verdict = self._key_verdicts.get(key)
         if verdict is None:
             normal = _normalise_key(key)
-            verdict = normal in self._deny or (
-                normal not in self._allow
-                and any(fragment in normal for fragment in _SECRET_KEY_FRAGMENTS)
-            )
+            if normal in self._deny:
+                verdict = _SECRET
+            elif normal in self._allow:
+                verdict = _PLAIN
+            else:
+                verdict = _classify(normal, [w.lower() for w in _KEY_WORD.findall(key)])
             if len(self._key_verdicts) < 4096:
                 self._key_verdicts[key] = verdict
         return verdict
@@ -157,11 +284,31 @@ class Redactor:
 
     def _scrub(self, value: str) -> str:
         value = _SECRET_VALUE.sub(REDACTED, value)
+        if "=" in value or ":" in value:
+            value = _KEY_PAIR.sub(self._mask_key_pair, value)
+            if "@" in value:
+                value = _URL_PASSWORD.sub(_mask_url_password, value)
+        if "asic" in value:
+            value = _BASIC_CREDENTIALS.sub(_mask_basic, value)
         for pattern in self._extra:
             value = pattern.sub(REDACTED, value)
         if any(char.isdigit() for char in value):
-            value = _CARD_CANDIDATE.sub(_mask_card, value)
+            value = _GROUPED_CARD.sub(_mask_grouped_card, value)
+            value = _CARD_IN_CONTEXT.sub(_mask_card_in_context, value)
         return value
+
+    def _mask_key_pair(self, match: re.Match[str]) -> str:
+        verdict = self._verdict(match.group("name"))
+        raw = match.group("value")
+        if verdict == _PLAIN or raw.startswith(REDACTED[:-1]):
+            return match.group()
+        if verdict == _CARD:
+            digits = raw.strip("\\\"'").replace(" ", "").replace("-", "")
+            if not _is_card_number(digits):
+                return match.group()
+        escape = match.group("escape")
+        quote = f'{escape}"' if escape else raw[0] if raw[0] in "\"'" else ""
+        return f"{match.group('key')}{quote}{REDACTED}{quote}"
 
     def value(self, value: Any) -> Any:
         """A redacted copy of a JSON-like value (dicts, lists, scalars)."""
@@ -173,10 +320,16 @@ class Redactor:
             return self._mapping(value)
         if isinstance(value, list | tuple):
             return [self.value(item) for item in value]
-        if isinstance(value, int) and not isinstance(value, bool) and value >= _CARD_NUMBER_MIN:
-            # A card number sent as a JSON number.
-            return REDACTED if _luhn_valid(str(value)) else value
         return value
+
+    def _card_value(self, value: Any) -> Any:
+        """A value under a card-ish key: masked when it is a card number."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return REDACTED if _is_card_number(str(value)) else value
+        if isinstance(value, str):
+            digits = value.replace(" ", "").replace("-", "")
+            return REDACTED if _is_card_number(digits) else self.text(value)
+        return self.value(value)
 
     def _mapping(self, mapping: dict[Any, Any]) -> dict[Any, Any]:
         # The hot path of every call: cached key verdicts and cached texts are
@@ -184,23 +337,31 @@ class Redactor:
         verdicts, texts = self._key_verdicts, self._texts
         redacted: dict[Any, Any] = {}
         for key, item in mapping.items():
-            secret = verdicts.get(key) if type(key) is str else None
-            if secret is None:
-                secret = self.is_secret_key(str(key))
-            if secret:
-                redacted[key] = REDACTED
+            verdict = verdicts.get(key) if type(key) is str else None
+            if verdict is None:
+                verdict = self._verdict(str(key))
+            if verdict:
+                redacted[key] = REDACTED if verdict == _SECRET else self._card_value(item)
                 continue
             kind = type(item)
             if kind is str:
                 scrubbed = texts.get(item)
                 redacted[key] = scrubbed if scrubbed is not None else self.text(item)
-            elif (
-                kind is bool
-                or kind is float
-                or item is None
-                or (kind is int and item < _CARD_NUMBER_MIN)
-            ):
+            elif kind is bool or kind is int or kind is float or item is None:
                 redacted[key] = item
             else:
                 redacted[key] = self.value(item)
+        if "value" in redacted:
+            self._name_value_pair(mapping, redacted)
         return redacted
+
+    def _name_value_pair(self, mapping: dict[Any, Any], redacted: dict[Any, Any]) -> None:
+        # [{"name": "DB_PASSWORD", "value": "..."}]: environment lists, header
+        # lists and attribute lists name the secret beside its value.
+        name = mapping.get("name", mapping.get("key"))
+        if isinstance(name, str):
+            verdict = self._verdict(name)
+            if verdict == _SECRET:
+                redacted["value"] = REDACTED
+            elif verdict == _CARD:
+                redacted["value"] = self._card_value(mapping["value"])

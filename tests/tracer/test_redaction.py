@@ -23,7 +23,7 @@ SECRET_VALUES = {
     "github": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
     "slack": "xoxb-123456789012-abcdefghij",
     "card": "4111 1111 1111 1111",
-    "card_plain": "5500005555555559",
+    "card_plain": "card 5500005555555559",
     "pem": (
         "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD\n-----END RSA PRIVATE KEY-----"
     ),
@@ -37,7 +37,7 @@ SECRET_KEYS = {
     "Authorization": "Basic dXNlcjpwYXNz",
     "X-Api-Key": "plainkey123",
     "private_key": "pk-plain-11",
-    "session_id": "sess-plain-22",
+    "session_token": "sess-plain-22",
     "cookie": "c=plain-33",
     "csrf_token": "csrf-plain-44",
     "XSRF": "xsrf-plain-55",
@@ -88,6 +88,9 @@ def test_nested_objects_and_lists():
 def test_non_luhn_numbers_and_ordinary_fields_survive():
     redactor = Redactor()
     assert redactor.text("order 1234567890123 shipped") == "order 1234567890123 shipped"
+    # Luhn-valid, but an order number: only a card-ish key or grouping makes a card.
+    assert redactor.text("order 4111111111111111 shipped") == "order 4111111111111111 shipped"
+    assert redactor.value({"order_id": 4111111111111111}) == {"order_id": 4111111111111111}
     assert redactor.value({"max_tokens": 200, "author": "Ada"}) == {
         "max_tokens": 200,
         "author": "Ada",
