@@ -1,8 +1,19 @@
 """The retry boundary: executes tool calls, retries what is safe, traces it all.
 
-:class:`Executor` (sync) and :class:`AsyncExecutor` share one core,
-:class:`_Core`, which owns every decision; the two classes only differ in how
-they call the tool and how they wait.
+:class:`_Core` decides; :class:`Executor` (sync) and :class:`AsyncExecutor`
+only do. As tenacity's ``iter()`` does, every step of the core returns the
+next *action*, and each executor is a short loop that performs it:
+
+* :data:`INVOKE`: call ``run.fn(**run.arguments)`` (the tool, or its
+  read-back) and report what it returned (:meth:`_Core.returned`) or raised
+  (:meth:`_Core.raised`);
+* :class:`Sleep`: wait ``delay_s`` before the next attempt, then report
+  (:meth:`_Core.slept`);
+* a :class:`ToolResult`: the call is over; this is its answer. It is the one
+  "stop here" signal of every step.
+
+The per-call sequence (admit -> read back -> spend budget -> attempt ->
+classify -> retry or finish) lives in the core only.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import orjson
 from opentelemetry import context as otel_context
@@ -96,9 +107,43 @@ _NOT_ANSWERS: frozenset[str] = frozenset(
 # Sentinels for the read-back answer: not asked, or asked and failed.
 _SKIPPED = object()
 _UNKNOWN = object()
+# What an INVOKE asks for, so the core knows which step the answer feeds.
+_ATTEMPT, _READ_BACK_FIRST, _READ_BACK_AFTER_FAILURE = 0, 1, 2
 _RETRYABLE_STOPS: frozenset[str] = frozenset(
     {"attempt_limit", "wait_budget", "deadline_exceeded", "in_progress", "store_unavailable"}
 )
+
+
+class Invoke:
+    """The action "call ``run.fn(**run.arguments)`` and report back".
+
+    One instance, :data:`INVOKE`, serves every call: what to invoke is on the
+    run, so asking costs no allocation on the hot path.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "INVOKE"
+
+
+INVOKE: Final = Invoke()
+
+
+class Sleep:
+    """The action "wait ``delay_s`` seconds, then report back" (before a retry)."""
+
+    __slots__ = ("delay_s",)
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def __repr__(self) -> str:
+        return f"Sleep({self.delay_s!r})"
+
+
+# What each step of the core returns: the next thing for the driver to do.
+Action = Invoke | Sleep | ToolResult
 
 
 class _Run:
@@ -108,17 +153,19 @@ class _Run:
     __slots__ = (
         "args_hash",
         "arguments",
+        "asking",
         "attempt",
+        "attempt_span",
         "base_attributes",
         "call",
-        "call_fingerprint",
+        "call_identity",
         "call_token",
         "claim_token",
         "context_token",
+        "error",
+        "fn",
         "keeper",
-        "last_error_code",
         "policy",
-        "read_back_first",
         "safe_to_repeat",
         "span",
         "started_at",
@@ -126,44 +173,47 @@ class _Run:
         "total_wait_s",
     )
 
-    def __init__(
-        self,
-        call: ToolCall,
-        tool: Tool,
-        arguments: dict[str, Any],
-        args_hash: str,
-        span: Span,
-        started_at: float,
-        policy: RetryPolicy,
-        base_attributes: dict[str, Any],
-    ) -> None:
+    def __init__(self, call: ToolCall) -> None:
         self.call = call
-        self.tool = tool
-        self.arguments = arguments
-        self.args_hash = args_hash
-        self.span = span
-        self.started_at = started_at
-        self.policy = policy
-        self.safe_to_repeat = tool.side_effect != "write" or (
-            tool.idempotent and bool(call.idempotency_key)
-        )
         self.attempt = 0
         self.total_wait_s = 0.0
-        self.base_attributes = base_attributes
         # Set by the safeguards: the call's identity for loop and retry
-        # tracking, and the idempotency claim this run holds.
-        self.call_fingerprint = ""
+        # tracking ("tool:args_hash"), and the idempotency claim this run holds.
+        self.call_identity = ""
         self.claim_token: str | None = None
-        self.read_back_first = False
-        self.last_error_code: str | None = None
-        # While an attempt runs: what ``leave`` undoes.
+        # The last classified failure (read-backs and the final result need it).
+        self.error: ToolError | None = None
+        # What the pending INVOKE calls, and which step its answer feeds.
+        self.fn: Callable[..., Any] = _never_called
+        self.asking = _ATTEMPT
+        # While an attempt runs: what ``_leave`` undoes.
         self.context_token: Any = None
         self.call_token: Any = None
         self.keeper: _LeaseKeeper | None = None
 
+    # Set by ``_Core.begin`` once the call is valid.
+    tool: Tool
+    arguments: dict[str, Any]
+    args_hash: str
+    span: Span
+    attempt_span: Span
+    started_at: float
+    policy: RetryPolicy
+    base_attributes: dict[str, Any]
+    safe_to_repeat: bool
+
+
+def _never_called(**arguments: Any) -> Any:
+    raise AssertionError("the core asked to invoke nothing")
+
 
 class _Core:
-    """Everything the sync and async executors share."""
+    """Every decision of the sync and async executors; performs no waiting.
+
+    The drivers call :meth:`open` and :meth:`begin`, then feed each action's
+    outcome back through :meth:`returned`, :meth:`raised` or :meth:`slept`;
+    each of those returns the next action.
+    """
 
     def __init__(
         self,
@@ -227,10 +277,16 @@ class _Core:
         else:
             span.end(end_time=self.span_clock())
 
-    # -- before the first attempt -------------------------------------------------
+    # -- the driver's entry points: each returns the next action -------------------
 
-    def begin(self, call: ToolCall) -> _Run | ToolResult:
-        """Validate the call and open its span; a result when nothing may run."""
+    @staticmethod
+    def open(call: ToolCall) -> _Run:
+        """The state of ``call``'s run; :meth:`begin` decides its first action."""
+        return _Run(call)
+
+    def begin(self, run: _Run) -> Action:
+        """Validate the call and open its span, then admit it."""
+        call = run.call
         declared = self.tools.get(call.name)
         if declared is None:
             return self._refuse(call, None, "unknown_tool", f"no tool named {call.name!r}")
@@ -252,22 +308,65 @@ class _Core:
         if problem is not None:
             return self._refuse(call, declared, "invalid_arguments", problem, call_attributes)
         span_clock = self.span_clock
-        span = self.tracer.start_span(
+        run.span = self.tracer.start_span(
             f"execute_tool {call.name}",
             kind=SpanKind.INTERNAL,
             attributes=call_attributes,
             start_time=None if span_clock is None else span_clock(),
         )
-        return _Run(
-            call,
-            declared,
-            arguments,
-            args_hash,
-            span,
-            self.clock(),
-            self._policies.get(call.name, self.policy),
-            base,
+        run.tool = declared
+        run.arguments = arguments
+        run.args_hash = args_hash
+        run.started_at = self.clock()
+        run.policy = self._policies.get(call.name, self.policy)
+        run.base_attributes = base
+        run.safe_to_repeat = declared.side_effect != "write" or (
+            declared.idempotent and bool(call.idempotency_key)
         )
+        if self.safeguards is None:
+            return self._start_attempt(run)
+        return self._admit(self.safeguards, run)
+
+    def returned(self, run: _Run, value: Any) -> Action:
+        """What the pending INVOKE returned."""
+        if run.asking == _ATTEMPT:
+            self._leave(run)
+            return self._succeeded(run, value)
+        return self._read_back_answered(run, value)
+
+    def raised(self, run: _Run, exc: Exception) -> Action:
+        """What the pending INVOKE raised; re-raises a programming error."""
+        if run.asking != _ATTEMPT:
+            # A failed read-back leaves the effect unknown.
+            _log.warning(
+                "read-back of %s failed (%s); its outcome stays unknown",
+                run.call.name,
+                type(exc).__name__,
+            )
+            return self._read_back_answered(run, _UNKNOWN)
+        self._leave(run)
+        error = to_tool_error(exc)
+        if error is None:
+            self._crashed(run, exc)
+            raise exc  # a programming error propagates, after both spans recorded it
+        run.error = error
+        if (
+            not run.safe_to_repeat
+            and run.tool.read_back is not None
+            and error.code in AMBIGUOUS_CODES
+        ):
+            # An ambiguous write failure the tool can settle by reading back.
+            return self._ask(run, run.tool.read_back, _READ_BACK_AFTER_FAILURE)
+        return self._classify(run, error, _SKIPPED)
+
+    def slept(self, run: _Run, delay_s: float) -> Action:
+        """The driver waited ``delay_s`` as a :class:`Sleep` asked."""
+        run.total_wait_s = round(run.total_wait_s + delay_s, 2)
+        if self.safeguards is None:
+            return self._start_attempt(run)
+        return self._spend_attempt(self.safeguards, run)
+
+    # -- validation ------------------------------------------------------------------
 
     def _parse_arguments(self, call: ToolCall, declared: Tool) -> tuple[dict[str, Any], str | None]:
         """The arguments as a dict, and what is wrong with them (``None`` if nothing)."""
@@ -345,10 +444,15 @@ class _Core:
 
     # -- around each attempt ------------------------------------------------------
 
-    def start_attempt(self, run: _Run) -> Span:
+    def _ask(self, run: _Run, fn: Callable[..., Any], asking: int) -> Invoke:
+        run.fn = fn
+        run.asking = asking
+        return INVOKE
+
+    def _start_attempt(self, run: _Run) -> Invoke:
         """Open the next attempt's span and make it current (so client spans
         nest under it), expose the call to the tool, and keep a claimed key's
-        lease alive; :meth:`leave` undoes all but the span."""
+        lease alive; :meth:`_leave` undoes all but the span."""
         run.attempt = attempt = run.attempt + 1
         attributes = run.base_attributes.copy()
         attributes[attr.ATTEMPT] = attempt
@@ -357,7 +461,7 @@ class _Core:
         if attempt > 1:
             attributes[attr.RETRY_INITIATOR] = "orchestrator"
         span_clock = self.span_clock
-        span = self.tracer.start_span(
+        run.attempt_span = span = self.tracer.start_span(
             f"attempt {attempt} {run.call.name}",
             context=trace.set_span_in_context(run.span),
             kind=SpanKind.INTERNAL,
@@ -371,18 +475,21 @@ class _Core:
         if run.claim_token is not None and self.safeguards is not None:
             assert run.call.idempotency_key is not None
             run.keeper = _LeaseKeeper(self.safeguards, run.call.idempotency_key, run.claim_token)
-        return span
+        run.fn = run.tool.fn
+        run.asking = _ATTEMPT
+        return INVOKE
 
     @staticmethod
-    def leave(run: _Run) -> None:
+    def _leave(run: _Run) -> None:
         if run.keeper is not None:
             run.keeper.stop()
             run.keeper = None
         _CURRENT_CALL.reset(run.call_token)
         otel_context.detach(run.context_token)
 
-    def succeeded(self, run: _Run, attempt_span: Span, data: Any) -> ToolResult:
+    def _succeeded(self, run: _Run, data: Any) -> ToolResult:
         """Check and package a returned value; closes the attempt span."""
+        attempt_span = run.attempt_span
         check = run.tool._check_result
         if check is not None:
             try:
@@ -394,7 +501,7 @@ class _Core:
                 self._end(attempt_span)
                 self._emit_attempt(run, "invalid_response", 0.0)
                 detail = _explain_schema_errors(run.tool.result_schema or {}, data)
-                return self.finish(
+                return self._finish(
                     run, status="invalid_response", error_code="invalid_response", message=detail
                 )
         attempt_span.set_attributes(_ATTEMPT_OK)
@@ -405,28 +512,32 @@ class _Core:
             self._end(attempt_span)
         if self.hooks:
             self._emit_attempt(run, "ok", 0.0)
-        return self.finish(run, status="succeeded", data=data)
+        return self._finish(run, status="succeeded", data=data)
 
-    def settle(
-        self, run: _Run, attempt_span: Span, error: ToolError, read_back: Any
-    ) -> ToolResult | Decision:
-        """After a failed attempt: a final result, or a decision to retry.
+    def _read_back_answered(self, run: _Run, answer: Any) -> Action:
+        if run.asking == _READ_BACK_FIRST:
+            return self._reconcile(run, answer)
+        assert run.error is not None
+        return self._classify(run, run.error, answer)
+
+    def _classify(self, run: _Run, error: ToolError, read_back: Any) -> Sleep | ToolResult:
+        """After a failed attempt: a final result, or a sleep before the retry.
 
         ``read_back`` is the tool's read-back answer after an ambiguous write
         failure (``_SKIPPED`` when none was made, ``_UNKNOWN`` when it failed).
         """
-        run.last_error_code = error.code
+        attempt_span = run.attempt_span
         if read_back is not _SKIPPED:
-            outcome = (
+            verdict = (
                 "failed" if read_back is _UNKNOWN else ("absent" if read_back is None else "found")
             )
-            attempt_span.set_attribute(attr.READ_BACK, outcome)
-            run.span.set_attribute(attr.READ_BACK, outcome)
-            if outcome == "found":
+            attempt_span.set_attribute(attr.READ_BACK, verdict)
+            run.span.set_attribute(attr.READ_BACK, verdict)
+            if verdict == "found":
                 self._record_failure(run, attempt_span, error, 0.0)
-                return self.finish(run, status="succeeded", data=read_back, reconciled=True)
+                return self._finish(run, status="succeeded", data=read_back, reconciled=True)
             # The effect is absent: running the write once more is safe.
-            run.safe_to_repeat = outcome == "absent"
+            run.safe_to_repeat = verdict == "absent"
         decision = run.policy.decide(
             error,
             attempt=run.attempt,
@@ -438,14 +549,14 @@ class _Core:
         self._record_failure(run, attempt_span, error, decision.delay_s)
         # An unprotected write that failed ambiguously, with no read-back to say
         # the effect is absent: it may or may not have happened.
-        outcome_unknown = (
+        effect_unknown = (
             run.tool.is_write and error.code in AMBIGUOUS_CODES and not run.safe_to_repeat
         )
         if run.tool.is_write and not (run.tool.idempotent and run.call.idempotency_key):
             run.safe_to_repeat = False  # a read-back's "absent" covers one repeat only
         if not decision.retry:
-            return self._stopped(run, error, decision, outcome_unknown=outcome_unknown)
-        return decision
+            return self._stopped(run, error, decision, effect_unknown=effect_unknown)
+        return Sleep(decision.delay_s)
 
     def _record_failure(
         self, run: _Run, attempt_span: Span, error: ToolError, delay_s: float
@@ -463,35 +574,16 @@ class _Core:
         self._end(attempt_span)
         self._emit_attempt(run, error.code, delay_s)
 
-    def needs_read_back(self, run: _Run, error: ToolError) -> bool:
-        """An ambiguous write failure the tool can settle by reading back."""
-        return (
-            not run.safe_to_repeat
-            and run.tool.read_back is not None
-            and error.code in AMBIGUOUS_CODES
-        )
-
-    def read_back_failed(self, run: _Run, exc: Exception) -> Any:
-        _log.warning(
-            "read-back of %s failed (%s); its outcome stays unknown",
-            run.call.name,
-            type(exc).__name__,
-        )
-        return _UNKNOWN
-
-    def waited(self, run: _Run, delay_s: float) -> None:
-        run.total_wait_s = round(run.total_wait_s + delay_s, 2)
-
     def _stopped(
-        self, run: _Run, error: ToolError, decision: Decision, *, outcome_unknown: bool
+        self, run: _Run, error: ToolError, decision: Decision, *, effect_unknown: bool
     ) -> ToolResult:
         status: ResultStatus = decision.status or "permanent_error"
         code = error.code
-        if outcome_unknown:
+        if effect_unknown:
             # The write may or may not have happened: say so, never guess. This
             # holds for a non-retryable code too (a dropped connection).
             status, code = "unsafe_retry", "unknown_outcome"
-        return self.finish(
+        return self._finish(
             run,
             status=status,
             error_code=code,
@@ -512,8 +604,9 @@ class _Core:
         }
         return f"{reasons.get(status, status)}: {detail}"
 
-    def crashed(self, run: _Run, attempt_span: Span, exc: BaseException) -> None:
-        """A programming error: record it on both spans, then let it propagate."""
+    def _crashed(self, run: _Run, exc: BaseException) -> None:
+        """A programming error: record it on both spans (the driver re-raises it)."""
+        attempt_span = run.attempt_span
         kind = type(exc).__qualname__
         message = self.redactor.text(str(exc))
         for span in (attempt_span, run.span):
@@ -537,7 +630,7 @@ class _Core:
 
     # -- after the last attempt ---------------------------------------------------
 
-    def finish(
+    def _finish(
         self,
         run: _Run,
         *,
@@ -584,19 +677,16 @@ class _Core:
 
     # -- safeguards (idempotency store, turn budget, loop guard) ----------------
 
-    def admit(self, run: _Run) -> ToolResult | None:
-        """Consult the store before anything runs; a result when nothing may run."""
-        guards = self.safeguards
-        if guards is None:
-            return None
+    def _admit(self, guards: Safeguards, run: _Run) -> Action:
+        """Consult the store before anything runs."""
         call = run.call
-        run.call_fingerprint = f"{call.name}:{run.args_hash}"
+        run.call_identity = f"{call.name}:{run.args_hash}"
         try:
-            repeated = guards.repeated_failure(call.conversation_id, run.call_fingerprint)
+            repeated = guards.repeated_failure(call.conversation_id, run.call_identity)
             if repeated is not None and repeated != call.call_id:
                 run.span.set_attributes({attr.RETRY_INITIATOR: "model", attr.RETRY_OF: repeated})
-            if guards.is_loop(call.conversation_id, run.call_fingerprint):
-                return self.finish(
+            if guards.is_loop(call.conversation_id, run.call_identity):
+                return self._finish(
                     run,
                     status="loop_blocked",
                     error_code="loop_blocked",
@@ -608,23 +698,23 @@ class _Core:
                 return self._claim(guards, run, call.idempotency_key)
         except StoreError as exc:
             return self._store_failed(run, exc)
-        return None
+        return self._spend_attempt(guards, run)
 
-    def _claim(self, guards: Safeguards, run: _Run, key: str) -> ToolResult | None:
+    def _claim(self, guards: Safeguards, run: _Run, key: str) -> Action:
         store_fingerprint = fingerprint(canonical_json(run.arguments), self.hash_key)
         claim = guards.claim(key, store_fingerprint)
         if claim.outcome == "replay":
             data = orjson.loads(claim.result or b"null")
-            return self.finish(run, status="succeeded", data=data, replayed=True)
+            return self._finish(run, status="succeeded", data=data, replayed=True)
         if claim.outcome == "conflict":
-            return self.finish(
+            return self._finish(
                 run,
                 status="idempotency_conflict",
                 error_code="idempotency_conflict",
                 message="this idempotency key was already used with different arguments",
             )
         if claim.outcome == "in_progress":
-            return self.finish(
+            return self._finish(
                 run,
                 status="in_progress",
                 error_code="in_progress",
@@ -633,59 +723,64 @@ class _Core:
         run.claim_token = claim.token
         if claim.outcome == "takeover":
             run.span.set_attribute(attr.IDEMPOTENCY_TAKEOVER, True)
-        run.read_back_first = claim.outcome == "takeover" or guards.outcome_unknown(key)
-        if run.read_back_first:
-            run.span.set_attribute(attr.READ_BACK, "required")
-        return None
+        if claim.outcome != "takeover" and not guards.outcome_unknown(key):
+            return self._spend_attempt(guards, run)
+        # An earlier run of this key ended without knowing its effect.
+        run.span.set_attribute(attr.READ_BACK, "required")
+        if run.tool.read_back is None:
+            return self._reconcile(run, _SKIPPED)
+        return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
 
-    def settle_unknown(self, run: _Run, answer: Any) -> ToolResult | None:
-        """Before executing a key whose earlier outcome is unknown."""
-        run.read_back_first = False
+    def _reconcile(self, run: _Run, answer: Any) -> Action:
+        """Before executing a key whose earlier effect is unknown: the read-back says."""
         if answer is _SKIPPED:
             if run.tool.idempotent:
-                return None  # the service honours the key: executing again is safe
-            return self.finish(
+                # The service honours the key: executing again is safe.
+                return self._spend_attempt(self._guards(), run)
+            return self._finish(
                 run,
                 status="unsafe_retry",
                 error_code="unknown_outcome",
                 message="an earlier run of this action ended with an unknown outcome and the "
                 "tool declares no read-back",
             )
-        outcome = "failed" if answer is _UNKNOWN else ("absent" if answer is None else "found")
-        run.span.set_attribute(attr.READ_BACK, outcome)
-        if outcome == "found":
-            return self.finish(run, status="succeeded", data=answer, reconciled=True)
-        if outcome == "failed":
-            return self.finish(
+        verdict = "failed" if answer is _UNKNOWN else ("absent" if answer is None else "found")
+        run.span.set_attribute(attr.READ_BACK, verdict)
+        if verdict == "found":
+            return self._finish(run, status="succeeded", data=answer, reconciled=True)
+        if verdict == "failed":
+            return self._finish(
                 run,
                 status="unsafe_retry",
                 error_code="unknown_outcome",
                 message="the read-back failed, so the earlier run's outcome stays unknown",
             )
-        return None
+        return self._spend_attempt(self._guards(), run)
 
-    def may_attempt(self, run: _Run) -> ToolResult | None:
-        """Spend one attempt of the turn budget; a result when it is spent."""
-        guards = self.safeguards
-        if guards is None:
-            return None
-        action = run.call.idempotency_key or run.call_fingerprint
+    def _guards(self) -> Safeguards:
+        assert self.safeguards is not None  # only steps of a guarded run call this
+        return self.safeguards
+
+    def _spend_attempt(self, guards: Safeguards, run: _Run) -> Action:
+        """Spend one attempt of the turn budget, then start the attempt."""
+        action = run.call.idempotency_key or run.call_identity
         try:
             if run.claim_token is not None and run.attempt > 0:
                 assert run.call.idempotency_key is not None
                 if not guards.renew(run.call.idempotency_key, run.claim_token):
                     run.claim_token = None  # another worker took the key over
-                    return self.finish(
+                    return self._finish(
                         run,
                         status="in_progress",
                         error_code="in_progress",
                         message="another worker took over this idempotency key",
                     )
-            if guards.spend_attempt(run.call.request_id, action):
-                return None
+            within_budget = guards.spend_attempt(run.call.request_id, action)
         except StoreError as exc:
             return self._store_failed(run, exc)
-        return self.finish(
+        if within_budget:
+            return self._start_attempt(run)
+        return self._finish(
             run,
             status="turn_budget",
             error_code="turn_budget",
@@ -696,7 +791,7 @@ class _Core:
     def _store_failed(self, run: _Run, exc: StoreError) -> ToolResult:
         # Fail closed: without the store a write could run twice.
         _log.warning("idempotency store failed: %s", self.redactor.text(str(exc)))
-        return self.finish(
+        return self._finish(
             run,
             status="store_unavailable",
             error_code="store_unavailable",
@@ -712,18 +807,18 @@ class _Core:
         result_hash: str | None,
         encoded: bytes,
     ) -> None:
-        """Record the outcome in the store: claim, loop answers, failed calls."""
+        """Record the result in the store: claim, loop answers, failed calls."""
         call = run.call
         try:
             if run.claim_token is not None and call.idempotency_key:
                 self._settle_claim(guards, run, result, encoded, call.idempotency_key)
             # Refusals that never ran the tool are no answer: polling a key in
             # flight elsewhere must not turn into a loop.
-            if result.status not in _NOT_ANSWERS and run.call_fingerprint:
+            if result.status not in _NOT_ANSWERS and run.call_identity:
                 answer = result_hash if result.ok else (result.error_code or result.status)
-                guards.record_answer(call.conversation_id, run.call_fingerprint, str(answer))
+                guards.record_answer(call.conversation_id, run.call_identity, str(answer))
                 guards.remember_outcome(
-                    call.conversation_id, run.call_fingerprint, call.call_id, result.ok
+                    call.conversation_id, run.call_identity, call.call_id, result.ok
                 )
         except StoreError as exc:
             # The result is decided; losing guard bookkeeping must not change it.
@@ -734,12 +829,14 @@ class _Core:
     def _settle_claim(
         self, guards: Safeguards, run: _Run, result: ToolResult, encoded: bytes, key: str
     ) -> None:
+        """Give up the claim: completed with the result, or released."""
         token, run.claim_token = run.claim_token, None
         assert token is not None
         if result.ok and not result.replayed:
             guards.complete(key, token, encoded)
             return
-        if run.last_error_code in AMBIGUOUS_CODES or result.error_code == "unknown_outcome":
+        last_code = run.error.code if run.error is not None else None
+        if last_code in AMBIGUOUS_CODES or result.error_code == "unknown_outcome":
             # Never drop a failed write silently: whoever runs this key next reads back.
             guards.mark_unknown(key, run.call.call_id)
         guards.release(key, token)
@@ -906,55 +1003,21 @@ class Executor(_ExecutorBase[Callable[[float], None]]):
     def execute(self, call: ToolCall) -> ToolResult:
         """Run ``call`` to a final, structured result."""
         core = self._core
-        run = core.begin(call)
-        if isinstance(run, ToolResult):
-            return run
-        guarded = core.safeguards is not None
-        if guarded:
-            refused = core.admit(run)
-            if refused is None and run.read_back_first:
-                refused = core.settle_unknown(run, self._read_back(run))
-            if refused is not None:
-                return refused
-        while True:
-            if guarded:
-                refused = core.may_attempt(run)
-                if refused is not None:
-                    return refused
-            attempt_span = core.start_attempt(run)
-            try:
-                data = run.tool.fn(**run.arguments)
-            except Exception as exc:
-                core.leave(run)
-                error = to_tool_error(exc)
-                if error is None:
-                    core.crashed(run, attempt_span, exc)
-                    raise
-                result = self._after_failure(run, attempt_span, error)
-                if result is not None:
-                    return result
-                continue
-            core.leave(run)
-            return core.succeeded(run, attempt_span, data)
-
-    def _read_back(self, run: _Run) -> Any:
-        """The tool's read-back answer; ``_SKIPPED`` without one, ``_UNKNOWN`` if it failed."""
-        if run.tool.read_back is None:
-            return _SKIPPED
-        try:
-            return run.tool.read_back(**run.arguments)
-        except Exception as exc:  # a failed read-back leaves the outcome unknown
-            return self._core.read_back_failed(run, exc)
-
-    def _after_failure(self, run: _Run, attempt_span: Span, error: ToolError) -> ToolResult | None:
-        core = self._core
-        answer = self._read_back(run) if core.needs_read_back(run, error) else _SKIPPED
-        outcome = core.settle(run, attempt_span, error, answer)
-        if isinstance(outcome, ToolResult):
-            return outcome
-        self._sleep(outcome.delay_s)
-        core.waited(run, outcome.delay_s)
-        return None
+        run = core.open(call)
+        action = core.begin(run)
+        while not isinstance(action, ToolResult):
+            if action is INVOKE:
+                try:
+                    value = run.fn(**run.arguments)
+                except Exception as exc:
+                    action = core.raised(run, exc)
+                else:
+                    action = core.returned(run, value)
+            else:
+                assert isinstance(action, Sleep)
+                self._sleep(action.delay_s)
+                action = core.slept(run, action.delay_s)
+        return action
 
     def execute_batch(self, calls: Sequence[ToolCall], *, max_workers: int = 8) -> list[ToolResult]:
         """Run the calls of one model step, in parallel where safe (see ``_batch``).
@@ -999,56 +1062,22 @@ class AsyncExecutor(_ExecutorBase[Callable[[float], Awaitable[None]]]):
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run ``call`` to a final, structured result."""
         core = self._core
-        run = core.begin(call)
-        if isinstance(run, ToolResult):
-            return run
-        guarded = core.safeguards is not None
-        if guarded:
-            refused = core.admit(run)
-            if refused is None and run.read_back_first:
-                refused = core.settle_unknown(run, await self._read_back(run))
-            if refused is not None:
-                return refused
-        while True:
-            if guarded:
-                refused = core.may_attempt(run)
-                if refused is not None:
-                    return refused
-            attempt_span = core.start_attempt(run)
-            try:
-                data = await _maybe_await(run.tool.fn(**run.arguments))
-            except Exception as exc:
-                core.leave(run)
-                error = to_tool_error(exc)
-                if error is None:
-                    core.crashed(run, attempt_span, exc)
-                    raise
-                result = await self._after_failure(run, attempt_span, error)
-                if result is not None:
-                    return result
+        run = core.open(call)
+        action = core.begin(run)
+        while not isinstance(action, ToolResult):
+            if isinstance(action, Sleep):
+                await self._sleep(action.delay_s)
+                action = core.slept(run, action.delay_s)
                 continue
-            core.leave(run)
-            return core.succeeded(run, attempt_span, data)
-
-    async def _read_back(self, run: _Run) -> Any:
-        if run.tool.read_back is None:
-            return _SKIPPED
-        try:
-            return await _maybe_await(run.tool.read_back(**run.arguments))
-        except Exception as exc:
-            return self._core.read_back_failed(run, exc)
-
-    async def _after_failure(
-        self, run: _Run, attempt_span: Span, error: ToolError
-    ) -> ToolResult | None:
-        core = self._core
-        answer = await self._read_back(run) if core.needs_read_back(run, error) else _SKIPPED
-        outcome = core.settle(run, attempt_span, error, answer)
-        if isinstance(outcome, ToolResult):
-            return outcome
-        await self._sleep(outcome.delay_s)
-        core.waited(run, outcome.delay_s)
-        return None
+            try:
+                value = run.fn(**run.arguments)
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                action = core.raised(run, exc)
+            else:
+                action = core.returned(run, value)
+        return action
 
     async def execute_batch(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run the calls of one model step concurrently where safe; model order kept."""
@@ -1063,9 +1092,3 @@ class AsyncExecutor(_ExecutorBase[Callable[[float], Awaitable[None]]]):
 
     async def __call__(self, call: ToolCall) -> ToolResult:
         return await self.execute(call)
-
-
-async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value
