@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -10,6 +10,7 @@ import fastjsonschema
 import jsonschema
 
 from ._errors import ConfigurationError
+from ._signature import schema_from_signature
 from .integrations._shapes import anthropic_fields, openai_fields
 
 __all__ = ["SideEffect", "Tool", "ToolCall", "tool"]
@@ -61,6 +62,8 @@ class Tool:
     read_back: Callable[..., Any] | None = None
     resource_key: Callable[[Mapping[str, Any]], str] | None = None
     description: str = ""
+    check_with: str | None = None
+    next_tools: Sequence[str] = ()
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
     _check_result: _Validator | None = field(init=False, repr=False, compare=False)
 
@@ -76,6 +79,11 @@ class Tool:
             raise ConfigurationError(f"tool {self.name!r}: only writes take idempotency keys")
         if self.read_back is not None and self.side_effect != "write":
             raise ConfigurationError(f"tool {self.name!r}: read_back is for writes")
+        if self.check_with is not None and self.side_effect != "write":
+            raise ConfigurationError(f"tool {self.name!r}: check_with is for writes")
+        object.__setattr__(self, "next_tools", tuple(self.next_tools))
+        if self.parameters is None:
+            object.__setattr__(self, "parameters", schema_from_signature(self.fn))
         object.__setattr__(self, "_check_args", _compile(self.parameters, "parameters", self.name))
         object.__setattr__(self, "_check_result", _compile(self.result_schema, "result", self.name))
 
@@ -115,6 +123,8 @@ def tool(
     retryable_codes: frozenset[str] | None = None,
     read_back: Callable[..., Any] | None = None,
     resource_key: Callable[[Mapping[str, Any]], str] | None = None,
+    check_with: str | None = None,
+    next_tools: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a :class:`Tool` (decorator form)."""
 
@@ -131,6 +141,8 @@ def tool(
             read_back=read_back,
             resource_key=resource_key,
             description=(fn.__doc__ or "").strip(),
+            check_with=check_with,
+            next_tools=next_tools,
         )
 
     return declare
