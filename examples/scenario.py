@@ -2,9 +2,10 @@
 
 It exercises every path worth seeing: reads, a read retried after a 503, a
 parallel batch, a keyed refund whose first response is lost (the retry is
-safe: the key protects it), an unkeyed e-mail, a cancel whose response is
-lost and is settled by a read-back, and a status check the model keeps
-repeating until toolspan's loop guard stops it.
+safe: the key protects it), an unkeyed e-mail that times out and is not
+sent again (``unsafe_retry``: the model is told the outcome is unknown), a
+cancel whose response is lost and is settled by a read-back, and a status
+check the model keeps repeating until toolspan's loop guard stops it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = ["EXAMPLE_FAULTS", "EXAMPLE_REQUESTS"]
 EXAMPLE_FAULTS: dict[tuple[str, int], Fault] = {
     ("get_order", 1): 503,  # retried automatically
     ("refund_order", 1): "commit_then_timeout",  # keyed: safe to retry
+    ("send_email", 1): "commit_then_timeout",  # unkeyed, no read-back: never repeated
     ("cancel_order", 1): "commit_then_timeout",  # unkeyed: read back instead
 }
 

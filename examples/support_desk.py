@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolspan.tracer import Tool, ToolError, current_call
+from toolspan.tracer.integrations import Declaration, Declarations
 
-__all__ = ["Fault", "SupportDesk", "support_tools"]
+__all__ = ["Fault", "SupportDesk", "support_declarations", "support_tools"]
 
 # A fault: an HTTP status to answer, "timeout" (nothing committed),
 # "commit_then_timeout" (committed, response lost), or (status, Retry-After).
@@ -211,3 +212,26 @@ def support_tools(desk: SupportDesk) -> list[Tool]:
             parameters=_object({"order_id": _ORDER_ID}, "order_id"),
         ),
     ]
+
+
+def support_declarations(desk: SupportDesk) -> Declarations:
+    """What the application states about the same tools when a framework or server defines them.
+
+    Name, schema and description come from the framework's (or the MCP
+    server's) own definition; only retry safety is stated here. ``send_email``
+    is left undeclared on purpose: an undeclared tool is a write that is never
+    repeated blind.
+    """
+    by_order: Callable[[Mapping[str, Any]], str] = lambda args: str(args["order_id"])  # noqa: E731
+    return Declarations(
+        {
+            "get_order": Declaration.read(),
+            "track_shipment": Declaration.read(),
+            "check_inventory": Declaration.read(),
+            # Keyed: derive_key(request_id, "refund_order:<order id>").
+            "refund_order": Declaration.write(idempotent=True, resource_key=by_order),
+            "cancel_order": Declaration.write(
+                read_back=desk.get_cancellation, resource_key=by_order
+            ),
+        }
+    )
