@@ -206,8 +206,8 @@ unread_repeat AS (
     FROM unknown_write AS u
     JOIN tool_calls AS r
         ON r.conversation_id = u.conversation_id
-       AND r.tool = u.tool
-       AND r.args_fingerprint = u.args_fingerprint
+       AND r.tool IS NOT DISTINCT FROM u.tool
+       AND r.args_fingerprint IS NOT DISTINCT FROM u.args_fingerprint
        AND r.start_time >= u.end_time
     WHERE r.attempts >= 1 AND NOT r.replayed AND r.read_back IS NULL
       AND NOT (r.trace_id = u.trace_id AND r.span_id = u.span_id)
@@ -247,7 +247,9 @@ write_after_unknown AS (
 -- (a 4xx other than 408/409/429, invalid arguments) was followed by another
 -- attempt of the same call.
 permanent_attempt AS (
-    SELECT a.trace_id, a.call_span_id, min(a.attempt) AS attempt
+    SELECT
+        a.trace_id, a.call_span_id,
+        min(a.attempt) AS attempt, arg_min(a.outcome, a.attempt) AS outcome
     FROM attempt_rows AS a
     WHERE a.outcome IN (
         'http_400', 'http_401', 'http_403', 'http_404', 'http_405', 'http_422', 'invalid_arguments')
@@ -271,14 +273,15 @@ retried_permanent AS (
                 '{} was attempted {} times although attempt {} failed with {}, which waiting '
                 || 'cannot fix: do not retry that code; fix the call (arguments, permissions, '
                 || 'target) instead.',
-                coalesce(c.tool, '?'), c.attempts, p.attempt, o.outcomes[p.attempt])
+                coalesce(c.tool, '?'), c.attempts, p.attempt, p.outcome)
         )::VARCHAR AS detail
     FROM tool_calls AS c
     JOIN permanent_attempt AS p ON p.trace_id = c.trace_id AND p.call_span_id = c.span_id
     JOIN (
         SELECT trace_id, call_span_id, list(outcome ORDER BY attempt) AS outcomes
-        FROM attempt_rows
-        WHERE (trace_id, call_span_id) IN (SELECT (trace_id, call_span_id) FROM permanent_attempt)
+        FROM attempt_rows AS a
+        SEMI JOIN permanent_attempt AS p
+            ON p.trace_id = a.trace_id AND p.call_span_id = a.call_span_id
         GROUP BY ALL
     ) AS o ON o.trace_id = c.trace_id AND o.call_span_id = c.span_id
     WHERE c.attempts >= 2
