@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from ._adapters import from_httpx, from_httpx_response, raise_for_httpx_status, to_tool_error
 from ._attributes import CONTRACT_VERSION
+from ._breaker import CircuitBreaker
+from ._budget import RetryBudget
 from ._canonical import canonical_json
 from ._errors import ConfigurationError, ToolError, ToolspanError
 from ._executor import AsyncExecutor, Executor, current_call
@@ -35,11 +37,13 @@ __all__ = [
     "AsyncExecutor",
     "AttemptEvent",
     "CallEvent",
+    "CircuitBreaker",
     "ConfigurationError",
     "Executor",
     "Hook",
     "MetricsHook",
     "Redactor",
+    "RetryBudget",
     "RetryPolicy",
     "Safeguards",
     "SideEffect",

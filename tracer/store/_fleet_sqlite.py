@@ -1,0 +1,199 @@
+"""Fleet state of a `SQLiteStore`: tables of their own in the store's file.
+
+Each operation is one ``BEGIN IMMEDIATE`` transaction, so processes on one host share a
+budget and a breaker exactly. The fleet tables have their own connection per process,
+with ``synchronous=NORMAL``: in WAL mode that skips the fsync on every commit (only
+checkpoints sync), which the counters of a window do not need, while the idempotency
+records keep the store's full durability on the store's own connection.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from ._fleet import (
+    Admission,
+    BreakerSettings,
+    BudgetVerdict,
+    CircuitState,
+    Clock,
+    Recorded,
+    budget_allows,
+    trips,
+)
+from ._named import load_named
+from ._protocol import StoreError
+
+if TYPE_CHECKING:
+    from ._sqlite import SQLiteStore
+
+__all__ = ["SQLiteFleet"]
+
+_QUERIES = load_named("fleet.sql")
+_SCHEMA = ("create_events", "create_events_index", "create_breakers", "create_probes")
+_STATES: dict[str, CircuitState] = {"closed": "closed", "open": "open", "half_open": "half_open"}
+
+
+class SQLiteFleet:
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        self._path = store._path
+        self._timeout_s = store._busy_timeout_s
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._connection: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._store._closed:
+            raise StoreError("the SQLite store is closed")
+        if self._connection is None or self._pid != os.getpid():
+            # A connection inherited through fork is left alone (see _sqlite._INHERITED).
+            try:
+                connection = sqlite3.connect(
+                    self._path, timeout=self._timeout_s, isolation_level=None,
+                    check_same_thread=False,
+                )  # fmt: skip
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute("PRAGMA synchronous=NORMAL")
+                connection.execute("BEGIN IMMEDIATE")
+                for name in _SCHEMA:
+                    connection.execute(_QUERIES[name])
+                connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot prepare fleet state in {self._path!r}: {exc}") from exc
+            self._connection, self._pid = connection, os.getpid()
+        return self._connection
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            connection = self._connect()
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                yield connection
+                connection.execute("COMMIT")
+            except BaseException as exc:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"SQLite fleet state in {self._path!r} failed: {exc}") from exc
+                raise
+
+    def _now(self, clock: Clock) -> float:
+        return (clock or self._store._clock)()
+
+    @staticmethod
+    def _count(db: sqlite3.Connection, service: str, kind: str, before: float) -> tuple[int, int]:
+        db.execute(_QUERIES["trim_events"], {"service": service, "kind": kind, "before": before})
+        count, failed = db.execute(
+            _QUERIES["count_events"], {"service": service, "kind": kind}
+        ).fetchone()
+        return int(count), int(failed)
+
+    @staticmethod
+    def _add(db: sqlite3.Connection, service: str, kind: str, at: float, failed: bool) -> None:
+        params = {"service": service, "kind": kind, "at": at, "failed": int(failed)}
+        db.execute(_QUERIES["add_event"], params)
+
+    def budget_first(self, service: str, window_s: float, clock: Clock) -> float:
+        with self._transaction() as db:
+            now = self._now(clock)
+            db.execute(
+                _QUERIES["trim_events"],
+                {"service": service, "kind": "first", "before": now - window_s},
+            )
+            self._add(db, service, "first", now, False)
+            return now
+
+    def budget_retry(
+        self, service: str, ratio: float, floor: float, window_s: float, clock: Clock
+    ) -> BudgetVerdict:
+        with self._transaction() as db:
+            now = self._now(clock)
+            firsts, _ = self._count(db, service, "first", now - window_s)
+            retries, _ = self._count(db, service, "retry", now - window_s)
+            limit = ratio * firsts + floor * window_s
+            if not budget_allows(retries, firsts, ratio, floor, window_s):
+                return BudgetVerdict(False, now, retries, firsts, limit)
+            self._add(db, service, "retry", now, False)
+            return BudgetVerdict(True, now, retries + 1, firsts, limit)
+
+    @staticmethod
+    def _load(db: sqlite3.Connection, service: str) -> tuple[CircuitState, float, int]:
+        row = db.execute(_QUERIES["load_breaker"], {"service": service}).fetchone()
+        if row is None:
+            return "closed", 0.0, 0
+        return _STATES[str(row[0])], float(row[1]), int(row[2])
+
+    @staticmethod
+    def _save(
+        db: sqlite3.Connection, service: str, state: CircuitState, until: float, generation: int
+    ) -> None:
+        db.execute(
+            _QUERIES["save_breaker"],
+            {"service": service, "state": state, "open_until": until, "generation": generation},
+        )
+        if state != "half_open":
+            db.execute(_QUERIES["clear_probes"], {"service": service})
+            db.execute(_QUERIES["clear_calls"], {"service": service})
+
+    def breaker_admit(
+        self, service: str, settings: BreakerSettings, token: str, clock: Clock
+    ) -> Admission:
+        with self._transaction() as db:
+            now = self._now(clock)
+            state, open_until, generation = self._load(db, service)
+            if state == "closed":
+                return Admission(True, "closed", now, generation=generation)
+            opened_half = False
+            if state == "open":
+                if now < open_until:
+                    return Admission(False, "open", now, generation=generation)
+                generation, opened_half = generation + 1, True
+                self._save(db, service, "half_open", 0.0, generation)
+                db.execute(_QUERIES["clear_probes"], {"service": service})
+            db.execute(_QUERIES["trim_probes"], {"service": service, "now": now})
+            (probes,) = db.execute(_QUERIES["count_probes"], {"service": service}).fetchone()
+            if int(probes) >= settings.half_open_calls:
+                return Admission(False, "half_open", now, None, generation, opened_half)
+            db.execute(
+                _QUERIES["add_probe"],
+                {"service": service, "token": token, "until": now + settings.probe_lease_s},
+            )
+            return Admission(True, "half_open", now, token, generation, opened_half)
+
+    def breaker_record(
+        self,
+        service: str,
+        settings: BreakerSettings,
+        probe: str | None,
+        failed: bool,
+        open_for_s: float,
+        clock: Clock,
+    ) -> Recorded:
+        with self._transaction() as db:
+            now = self._now(clock)
+            before, _, generation = self._load(db, service)
+            if probe is not None:
+                dropped = db.execute(_QUERIES["drop_probe"], {"service": service, "token": probe})
+                if dropped.rowcount and before == "half_open":
+                    after: CircuitState = "open" if failed else "closed"
+                    self._save(db, service, after, now + open_for_s if failed else 0.0, generation)
+                    return Recorded(before, after, now)
+            if before != "closed":
+                return Recorded(before, before, now)
+            calls, failures = self._count(db, service, "call", now - settings.window_s)
+            self._add(db, service, "call", now, failed)
+            if not trips(calls + 1, failures + failed, settings):
+                return Recorded("closed", "closed", now)
+            self._save(db, service, "open", now + open_for_s, generation)
+            return Recorded("closed", "open", now)
+
+    def breaker_release(self, service: str, probe: str) -> None:
+        with self._transaction() as db:
+            db.execute(_QUERIES["drop_probe"], {"service": service, "token": probe})

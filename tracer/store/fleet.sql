@@ -1,0 +1,66 @@
+-- Statements of the SQLite fleet state (retry budgets, circuit breakers), loaded by
+-- name. They live in the idempotency store's file, in tables of their own. Times are
+-- epoch seconds from the store's clock; a window ending at :now holds the events with
+-- :now - window_s < at <= :now.
+
+-- name: create_events
+CREATE TABLE IF NOT EXISTS fleet_event (
+    service TEXT NOT NULL,
+    kind    TEXT NOT NULL CHECK (kind IN ('first', 'retry', 'call')),
+    at      REAL NOT NULL,
+    failed  INTEGER NOT NULL DEFAULT 0
+);
+
+-- name: create_events_index
+CREATE INDEX IF NOT EXISTS fleet_event_window ON fleet_event (service, kind, at);
+
+-- name: create_breakers
+CREATE TABLE IF NOT EXISTS fleet_breaker (
+    service    TEXT PRIMARY KEY,
+    state      TEXT NOT NULL CHECK (state IN ('closed', 'open', 'half_open')),
+    open_until REAL NOT NULL,
+    generation INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- name: create_probes
+CREATE TABLE IF NOT EXISTS fleet_probe (
+    service TEXT NOT NULL,
+    token   TEXT NOT NULL,
+    until   REAL NOT NULL,
+    PRIMARY KEY (service, token)
+) WITHOUT ROWID;
+
+-- name: trim_events
+DELETE FROM fleet_event WHERE service = :service AND kind = :kind AND at <= :before;
+
+-- name: count_events
+SELECT count(*), coalesce(sum(failed), 0) FROM fleet_event
+WHERE service = :service AND kind = :kind;
+
+-- name: add_event
+INSERT INTO fleet_event (service, kind, at, failed) VALUES (:service, :kind, :at, :failed);
+
+-- name: clear_calls
+DELETE FROM fleet_event WHERE service = :service AND kind = 'call';
+
+-- name: load_breaker
+SELECT state, open_until, generation FROM fleet_breaker WHERE service = :service;
+
+-- name: save_breaker
+INSERT OR REPLACE INTO fleet_breaker (service, state, open_until, generation)
+VALUES (:service, :state, :open_until, :generation);
+
+-- name: trim_probes
+DELETE FROM fleet_probe WHERE service = :service AND until <= :now;
+
+-- name: count_probes
+SELECT count(*) FROM fleet_probe WHERE service = :service;
+
+-- name: add_probe
+INSERT INTO fleet_probe (service, token, until) VALUES (:service, :token, :until);
+
+-- name: drop_probe
+DELETE FROM fleet_probe WHERE service = :service AND token = :token;
+
+-- name: clear_probes
+DELETE FROM fleet_probe WHERE service = :service;
