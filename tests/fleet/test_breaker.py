@@ -107,7 +107,7 @@ def test_the_breaker_follows_its_state_machine_and_never_over_admits_probes(
                 store,
                 clock=clock,
                 rng=Fixed(0.0),
-            )  # fmt: skip
+            )
             for store in stores
         ]
         busy: dict[int, Admission] = {}
