@@ -171,7 +171,7 @@ def test_exhaustion_is_logged_once_per_change(caplog: pytest.LogCaptureFixture) 
             budget.allow_retry("s")
         clock.advance(2.0)
         budget.allow_retry("s")
-    messages = [r.getMessage() for r in caplog.records]
+    messages = [r.getMessage() for r in caplog.records if r.name == "toolspan.tracer"]
     assert len(messages) == 2, messages
     assert "exhausted: 1 retries in the last 2s, limit 1.0" in messages[0]
     assert "allowed again" in messages[1]
