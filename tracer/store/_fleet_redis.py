@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..._sql import load_statements
 from ._fleet import Admission, BreakerSettings, BudgetVerdict, CircuitState, Clock, Recorded
-from ._named import load_named
 
 if TYPE_CHECKING:
     from ._redis import RedisStore
 
 __all__ = ["RedisFleet"]
 
-_SCRIPTS = load_named("fleet.lua")
+_SCRIPTS = load_statements(__package__, "fleet.lua")
 # Windows stay in Redis this long after their last write (garbage collection only).
 _GC_MARGIN_S = 60.0
 _STATES: dict[bytes, CircuitState] = {

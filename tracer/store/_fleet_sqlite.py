@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from ..._sql import load_statements
 from ._fleet import (
     Admission,
     BreakerSettings,
@@ -26,7 +27,6 @@ from ._fleet import (
     budget_allows,
     trips,
 )
-from ._named import load_named
 from ._protocol import StoreError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SQLiteFleet"]
 
-_QUERIES = load_named("fleet.sql")
+_QUERIES = load_statements(__package__, "fleet.sql")
 _SCHEMA = ("create_events", "create_events_index", "create_breakers", "create_probes")
 _STATES: dict[str, CircuitState] = {"closed": "closed", "open": "open", "half_open": "half_open"}
 
@@ -58,12 +58,12 @@ class SQLiteFleet:
                     self._path, timeout=self._timeout_s, isolation_level=None,
                     check_same_thread=False,
                 )  # fmt: skip
-                connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("PRAGMA synchronous=NORMAL")
-                connection.execute("BEGIN IMMEDIATE")
+                connection.execute(_QUERIES["wal_mode"])
+                connection.execute(_QUERIES["no_commit_fsync"])
+                connection.execute(_QUERIES["begin"])
                 for name in _SCHEMA:
                     connection.execute(_QUERIES[name])
-                connection.execute("COMMIT")
+                connection.execute(_QUERIES["commit"])
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot prepare fleet state in {self._path!r}: {exc}") from exc
             self._connection, self._pid = connection, os.getpid()
@@ -74,12 +74,12 @@ class SQLiteFleet:
         with self._lock:
             connection = self._connect()
             try:
-                connection.execute("BEGIN IMMEDIATE")
+                connection.execute(_QUERIES["begin"])
                 yield connection
-                connection.execute("COMMIT")
+                connection.execute(_QUERIES["commit"])
             except BaseException as exc:
                 if connection.in_transaction:
-                    connection.execute("ROLLBACK")
+                    connection.execute(_QUERIES["rollback"])
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"SQLite fleet state in {self._path!r} failed: {exc}") from exc
                 raise
