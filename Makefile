@@ -31,8 +31,10 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Every module of the package once, under its installed name (see the script:
+# `mypy -p toolspan` alone only sees toolspan/, the parts are mapped folders).
 typecheck: setup
-	$(BIN)/mypy -p toolspan
+	$(BIN)/python scripts/typecheck.py
 
 unit: setup ## Fast tests only (no collector, Redis or browser)
 	$(BIN)/pytest -m "not slow"
@@ -46,4 +48,4 @@ sample-traces: setup ## Regenerate the checked-in sample traces (and print the f
 	$(BIN)/python -m sample_traces --no-dashboard
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build dist *.egg-info

@@ -1,3 +1,7 @@
+"""The tracer's version (its instrumentation scope's): toolspan's, from its metadata."""
+
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .._version import __version__
+
+__all__ = ["__version__"]
