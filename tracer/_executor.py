@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import dataclasses
 import hashlib
 import inspect
 import logging
@@ -41,6 +42,7 @@ from ._batch import plan_lanes
 from ._canonical import canonical_json, fingerprint
 from ._errors import ConfigurationError, ToolError
 from ._hooks import AttemptEvent, CallEvent, Hook
+from ._next import next_step
 from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._redact import Redactor
 from ._result import Status as ResultStatus
@@ -101,7 +103,7 @@ def current_call() -> ToolCall | None:
 
 
 _NOT_ANSWERS: frozenset[str] = frozenset(
-    {"loop_blocked", "in_progress", "store_unavailable", "turn_budget"}
+    {"loop_blocked", "in_progress", "store_unavailable", "turn_budget", "read_back_required"}
 )
 
 # Sentinels for the read-back answer: not asked, or asked and failed.
@@ -110,7 +112,14 @@ _UNKNOWN = object()
 # What an INVOKE asks for, so the core knows which step the answer feeds.
 _ATTEMPT, _READ_BACK_FIRST, _READ_BACK_AFTER_FAILURE = 0, 1, 2
 _RETRYABLE_STOPS: frozenset[str] = frozenset(
-    {"attempt_limit", "wait_budget", "deadline_exceeded", "in_progress", "store_unavailable"}
+    {
+        "attempt_limit",
+        "wait_budget",
+        "deadline_exceeded",
+        "in_progress",
+        "store_unavailable",
+        "read_back_required",
+    }
 )
 
 
@@ -256,6 +265,8 @@ class _Core:
         # A live process gets an unseeded generator; tests inject a seeded one.
         self.rng = rng or random.Random()
         self.hooks = tuple(hooks)
+        # The read tools that answer "did that write happen?" for some write.
+        self.check_tools = frozenset(t.check_with for t in self.tools.values() if t.check_with)
 
     def _start_span(
         self,
@@ -438,6 +449,7 @@ class _Core:
             call_id=call.call_id,
             error_code=status,
             message=self.redactor.text(message),
+            next=next_step(declared, status, status),
         )
         self._close_call_span(span, result, None)
         return result
@@ -670,6 +682,11 @@ class _Core:
             replayed,
             reconciled,
         )
+        if not ok:
+            # Failures only: the success path stays as cheap as it was.
+            step = next_step(run.tool, status, error_code, retry_after_s)
+            if step is not None:
+                result = dataclasses.replace(result, next=step)
         if remember and self.safeguards is not None:
             self._remember(self.safeguards, run, result, result_hash, encoded)
         self._close_call_span(run.span, result, result_hash, http_status)
@@ -696,6 +713,8 @@ class _Core:
                 )
             if call.idempotency_key and run.tool.is_write:
                 return self._claim(guards, run, call.idempotency_key)
+            if run.tool.is_write and guards.awaiting_check(call.conversation_id, run.call_identity):
+                return self._check_first(run)
         except StoreError as exc:
             return self._store_failed(run, exc)
         return self._spend_attempt(guards, run)
@@ -730,6 +749,21 @@ class _Core:
         if run.tool.read_back is None:
             return self._reconcile(run, _SKIPPED)
         return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
+
+    def _check_first(self, run: _Run) -> Action:
+        """A repeat of an unkeyed write whose last outcome is unknown: check before it runs."""
+        run.span.set_attribute(attr.READ_BACK, "required")
+        if run.tool.read_back is not None:
+            return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
+        check = run.tool.check_with
+        how = f"call {check} first" if check else "no check tool is declared for it"
+        return self._finish(
+            run,
+            status="read_back_required",
+            error_code="read_back_required",
+            message="an earlier run of this exact write in this conversation ended with an "
+            f"unknown outcome; it may have happened: {how}",
+        )
 
     def _reconcile(self, run: _Run, answer: Any) -> Action:
         """Before executing a key whose earlier effect is unknown: the read-back says."""
@@ -820,11 +854,24 @@ class _Core:
                 guards.remember_outcome(
                     call.conversation_id, run.call_identity, call.call_id, result.ok
                 )
+            self._remember_checks(guards, run, result)
         except StoreError as exc:
             # The result is decided; losing guard bookkeeping must not change it.
             _log.warning(
                 "could not record the outcome in the store: %s", self.redactor.text(str(exc))
             )
+
+    def _remember_checks(self, guards: Safeguards, run: _Run, result: ToolResult) -> None:
+        """Unkeyed writes left unknown wait for a check; a check tool's success clears them."""
+        call = run.call
+        if result.ok and call.name in self.check_tools:
+            guards.note_checked(call.conversation_id, call.name)
+        if not run.tool.is_write or call.idempotency_key or not run.call_identity:
+            return
+        if result.error_code == "unknown_outcome":
+            guards.await_check(call.conversation_id, run.call_identity, run.tool.check_with)
+        elif result.attempts or result.reconciled:  # it ran again, or a read-back settled it
+            guards.forget_check(call.conversation_id, run.call_identity)
 
     def _settle_claim(
         self, guards: Safeguards, run: _Run, result: ToolResult, encoded: bytes, key: str
@@ -868,6 +915,8 @@ class _Core:
             final[attr.RESULT_TRUNCATED] = True
         if result.reconciled:
             final[attr.RECONCILED] = True
+        if result.next is not None and result.next.tools:
+            final[attr.NEXT_TOOLS] = list(result.next.tools)
         span.set_attributes(final)
         if result.ok:
             span.set_status(_STATUS_OK)
@@ -929,7 +978,10 @@ def _describe(field_name: str, error: Any) -> str:
         missing = [name for name in expected if name not in (error.instance or {})]
         return "missing required field(s) " + ", ".join(repr(name) for name in missing)
     if rule == "additionalProperties":
-        return f"{field_name}: unexpected field(s) not allowed by the schema"
+        # Field names only (the model chose them), never their values.
+        known = set((error.schema or {}).get("properties") or ())
+        extra = [name for name in (error.instance or {}) if name not in known]
+        return f"{field_name}: unexpected field(s) " + ", ".join(repr(n) for n in extra[:10])
     if rule in ("type", "enum", "const", "format", "pattern"):
         return f"{field_name}: must match {rule} {expected!r}"
     return f"{field_name}: fails {rule} {expected!r}"

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 import orjson
 
+from ._next import Next
+
 __all__ = ["Status", "ToolResult"]
 
 Status = Literal[
@@ -24,6 +26,7 @@ Status = Literal[
     "turn_budget",
     "loop_blocked",
     "store_unavailable",
+    "read_back_required",
 ]
 
 
@@ -34,6 +37,9 @@ class ToolResult:
     ``data`` is set on success only. ``retryable`` tells the agent whether
     the same call may succeed later; ``retry_after_s`` is a server delay
     that did not fit the wait budget, so the caller can reschedule.
+    ``next`` (see :mod:`toolspan.tracer._next`) tells the model what it may
+    do now: which tool answers "did the write happen?", which tools to use
+    after a semantic failure, when to try again.
     """
 
     ok: bool
@@ -50,6 +56,7 @@ class ToolResult:
     truncated: bool = False
     replayed: bool = False
     reconciled: bool = False
+    next: Next | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object the model sees (flags only when they are set)."""
@@ -69,6 +76,8 @@ class ToolResult:
         for flag in ("truncated", "replayed", "reconciled"):
             if getattr(self, flag):
                 body[flag] = True
+        if self.next is not None:
+            body["next"] = self.next.to_dict()
         return body
 
     def to_json(self) -> str:
@@ -134,6 +143,7 @@ def build_result(
     draft.truncated = truncated
     draft.replayed = replayed
     draft.reconciled = reconciled
+    draft.next = None
     draft.__class__ = ToolResult
     result: ToolResult = draft
     return result

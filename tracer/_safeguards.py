@@ -108,6 +108,49 @@ class Safeguards:
         else:
             self.store.put(name, call_id, ttl_s=self.guard_ttl_s)
 
+    # -- read back before repeating -----------------------------------------------
+    # An unkeyed write that ended unknown may have happened. Its exact repeat in
+    # the conversation waits until the write's check tool has succeeded there
+    # since. The check is a counter per (conversation, check tool): the pending
+    # record holds the count it saw, and any later success moves the count on.
+
+    def await_check(self, conversation_id: str, call_identity: str, check_tool: str | None) -> None:
+        seen = self.store.incr(
+            _checks_name(conversation_id, check_tool), ttl_s=self.guard_ttl_s, by=0
+        )
+        self.store.put(
+            _awaiting_name(conversation_id, call_identity),
+            f"{seen}:{check_tool or ''}",
+            ttl_s=self.guard_ttl_s,
+        )
+
+    def awaiting_check(self, conversation_id: str, call_identity: str) -> bool:
+        """True while the exact repeat of an unknown write must not run yet."""
+        pending = self.store.get(_awaiting_name(conversation_id, call_identity))
+        if pending is None:
+            return False
+        seen, _, check_tool = pending.partition(":")
+        if not check_tool:
+            return True
+        now = self.store.incr(
+            _checks_name(conversation_id, check_tool), ttl_s=self.guard_ttl_s, by=0
+        )
+        return now <= int(seen)
+
+    def note_checked(self, conversation_id: str, check_tool: str) -> None:
+        self.store.incr(_checks_name(conversation_id, check_tool), ttl_s=self.guard_ttl_s)
+
+    def forget_check(self, conversation_id: str, call_identity: str) -> None:
+        self.store.delete(_awaiting_name(conversation_id, call_identity))
+
+
+def _awaiting_name(conversation_id: str, call_identity: str) -> str:
+    return f"awaiting_check:{conversation_id}:{call_identity}"
+
+
+def _checks_name(conversation_id: str, check_tool: str | None) -> str:
+    return f"checks:{conversation_id}:{check_tool or ''}"
+
 
 def _unknown_name(key: str) -> str:
     return f"unknown:{key}"

@@ -62,6 +62,7 @@ def test_unknown_missing_and_mistyped_arguments_are_invalid_arguments(
     mistyped = executor.execute(_call({"city": "Oslo", "days": "two"}))
     for result in (unknown, missing, mistyped):
         assert (result.ok, result.status, result.attempts) == (False, "invalid_arguments", 0)
+    assert "'cty'" in unknown.message
     assert "city" in missing.message
     assert "days" in mistyped.message
     assert ran == []
