@@ -713,8 +713,12 @@ class _Core:
                 )
             if call.idempotency_key and run.tool.is_write:
                 return self._claim(guards, run, call.idempotency_key)
-            if run.tool.is_write and guards.awaiting_check(call.conversation_id, run.call_identity):
-                return self._check_first(run)
+            if run.tool.is_write and not call.idempotency_key:
+                checked = guards.check_state(call.conversation_id, run.call_identity)
+                if checked == "waiting":
+                    return self._check_first(run)
+                if checked == "checked":  # the model asked the check tool first
+                    run.span.set_attribute(attr.READ_BACK, "checked")
         except StoreError as exc:
             return self._store_failed(run, exc)
         return self._spend_attempt(guards, run)

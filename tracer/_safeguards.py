@@ -124,18 +124,18 @@ class Safeguards:
             ttl_s=self.guard_ttl_s,
         )
 
-    def awaiting_check(self, conversation_id: str, call_identity: str) -> bool:
-        """True while the exact repeat of an unknown write must not run yet."""
+    def check_state(self, conversation_id: str, call_identity: str) -> str | None:
+        """``"waiting"`` while the exact repeat of an unknown write must not run yet,
+        ``"checked"`` once its check tool has succeeded since, ``None`` if nothing is pending."""
         pending = self.store.get(_awaiting_name(conversation_id, call_identity))
         if pending is None:
-            return False
+            return None
         seen, _, check_tool = pending.partition(":")
         if not check_tool:
-            return True
-        now = self.store.incr(
-            _checks_name(conversation_id, check_tool), ttl_s=self.guard_ttl_s, by=0
-        )
-        return now <= int(seen)
+            return "waiting"
+        name = _checks_name(conversation_id, check_tool)
+        now = self.store.incr(name, ttl_s=self.guard_ttl_s, by=0)
+        return "waiting" if now <= int(seen) else "checked"
 
     def note_checked(self, conversation_id: str, check_tool: str) -> None:
         self.store.incr(_checks_name(conversation_id, check_tool), ttl_s=self.guard_ttl_s)

@@ -105,6 +105,8 @@ def test_the_repeat_waits_for_the_check_then_runs(spans: Spans, store: Idempoten
     assert executor.execute(_call("get_sms_status", {"to": SMS["to"]}, "c7")).ok
     again = executor.execute(_call("send_sms", SMS, "c8"))
     assert again.ok and again.attempts == 1
+    # Recorded, so the analyzer sees the repeat was checked before it ran.
+    assert spans.attrs(spans.calls()[-1])["toolspan.read_back"] == "checked"
     statuses = [spans.attrs(s)["toolspan.status"] for s in spans.calls()]
     assert statuses.count("read_back_required") == 2
 
