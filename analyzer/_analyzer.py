@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -44,6 +45,11 @@ _DERIVE_CALLS = (
     "forget_pending",
 )
 _DERIVE_FINDINGS = ("forget_findings", "insert_findings")
+# The typed read's default buffer (maximum_object_size in read_batch.sql).
+_DEFAULT_OBJECT_SIZE = 16 * 1024 * 1024
+# Bundling small files pays from about this many on.
+_MIN_BUNDLE_FILES = 16
+_SCRATCH_FILE = re.compile(r' in file "[^"]*",?')
 # What DuckDB raises for malformed JSON, wrong shapes and truncated compressed
 # data: such a file is read again line by line to name its corrupt lines.
 _UNREADABLE_FILE_ERRORS = (
@@ -61,6 +67,12 @@ def _sql(file_stem: str) -> Statements:
 def _statement(file_stem: str, name: str) -> str:
     """One named statement of ``sql/<file_stem>.sql``."""
     return _sql(file_stem)[name]
+
+
+def _reader_error(exc: duckdb.Error) -> str:
+    """DuckDB's reason, without the scratch file it read."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return _SCRATCH_FILE.sub("", first)
 
 
 def _canonical_json(text: str) -> str:
@@ -275,7 +287,7 @@ class Analyzer:
         if self._read_only:
             raise DatabaseError("the database is open read-only")
         files = _inputs.resolve(paths)
-        new_files = [f for f in files if not self._already_ingested(f)]
+        new_files = self._new_files(files)
         spans_before = self._count("count_spans")
         lines = 0
         bad: list[BadLine] = []
@@ -300,12 +312,19 @@ class Analyzer:
             bad_lines=tuple(bad),
         )
 
-    def _already_ingested(self, path: Path) -> bool:
-        stat = path.stat()
-        row = self._execute(
-            _statement("ingest", "is_ingested"), [str(path), stat.st_size, stat.st_mtime_ns]
-        ).fetchone()
-        return bool(row and row[0])
+    def _new_files(self, files: list[Path]) -> list[Path]:
+        """The files not ingested before with the same size and modification time."""
+        stats = [path.stat() for path in files]
+        rows = self._execute(
+            _statement("ingest", "ingested_among"),
+            [
+                [str(path) for path in files],
+                [stat.st_size for stat in stats],
+                [stat.st_mtime_ns for stat in stats],
+            ],
+        ).fetchall()
+        done = {row[0] for row in rows}
+        return [path for path in files if str(path) not in done]
 
     def _count(self, name: str) -> int:
         """The count the ``count_*`` statement ``name`` of ingest.sql returns."""
@@ -331,13 +350,14 @@ class Analyzer:
         """
         self._execute(_statement("read_batch", "or_null_macro"))
         self._execute(_statement("read_batch", "read_batch_macro"))
+        self._execute(_statement("ingest", "span_ok_macro"))
         empty = scratch / "empty.jsonl"
         empty.touch()
         self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
         # Cut-off .zst files read "fine" up to the cut: send them the slow way,
         # which keeps the lines before the cut and reports the damage.
         cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
-        failed = self._read_into_stage([path for path in batch if path not in cut_off])
+        failed = self._read_into_stage([p for p in batch if p not in cut_off], scratch)
         failed += cut_off
         suspects = {
             Path(row[0]) for row in self._execute(_statement("ingest", "suspect_files")).fetchall()
@@ -347,20 +367,120 @@ class Analyzer:
         slow_lines: dict[Path, int] = {}
         bad: list[BadLine] = []
         for path in sorted(set(failed) | suspects):
-            good_copy = scratch / f"{len(slow_lines)}.jsonl"
-            with good_copy.open("wb") as good_out:
-                slow_lines[path], file_bad = _inputs.filter_good_lines(path, good_out)
+            slow_lines[path], file_bad = self._stage_slowly(path, scratch / str(len(slow_lines)))
             bad.extend(file_bad)
-            if good_copy.stat().st_size:
-                self._insert_stage([good_copy])
-                self._execute(
-                    _statement("ingest", "rename_staged_file"), [str(path), str(good_copy)]
-                )
         return slow_lines, bad
 
-    def _read_into_stage(self, batch: list[Path]) -> list[Path]:
+    def _stage_slowly(self, path: Path, scratch: Path) -> tuple[int, list[BadLine]]:
+        """Stage the valid spans of one file read line by line; (lines, bad lines)."""
+        scratch.mkdir()
+        good_copy = scratch / "good.jsonl"
+        with good_copy.open("wb") as good_out:
+            read = _inputs.filter_good_lines(path, good_out)
+        bad = list(read.bad)
+        if read.kept:
+            self._stage_copy(path, good_copy, read.kept, read.longest, bad)
+        for number, raw in read.unchecked:
+            self._stage_unchecked(path, number, raw, scratch, bad)
+        return read.lines, sorted(bad, key=lambda b: b.line)
+
+    def _stage_copy(
+        self,
+        path: Path,
+        copy: Path,
+        kept: list[tuple[int, int, int]],
+        longest: int,
+        bad: list[BadLine],
+    ) -> None:
+        """Stage a good-lines copy, credited to ``path``. Lines the typed read
+        still rejects (a repeated key, a shape it alone checks) are found by
+        halving the copy, so one such line costs O(log n) reads, not the file."""
+        try:
+            self._insert_stage([copy], longest=longest)
+        except _UNREADABLE_FILE_ERRORS as exc:
+            if len(kept) == 1:
+                self._stage_rejected_line(path, copy, kept[0][0], exc, bad)
+                return
+            for half, half_kept in _inputs.split_copy(copy, kept):
+                self._stage_copy(path, half, half_kept, longest, bad)
+            return
+        self._execute(_statement("ingest", "rename_staged_file"), [str(path), str(copy)])
+
+    def _stage_rejected_line(
+        self, path: Path, copy: Path, number: int, exc: duckdb.Error, bad: list[BadLine]
+    ) -> None:
+        # A repeated key is the usual cause: the line re-serialised keeps the
+        # last value, as the line checker read it.
+        again = _inputs.normalised(copy.read_bytes())
+        if again is not None:
+            retry = copy.with_name(copy.name + ".normalised.jsonl")
+            retry.write_bytes(again + b"\n")
+            try:
+                self._insert_stage([retry], longest=len(again) + 1)
+            except _UNREADABLE_FILE_ERRORS:
+                pass
+            else:
+                self._execute(_statement("ingest", "rename_staged_file"), [str(path), str(retry)])
+                return
+        bad.append(BadLine(str(path), number, f"not readable as OTLP/JSON: {_reader_error(exc)}"))
+
+    def _stage_unchecked(
+        self, path: Path, number: int, raw: bytes, scratch: Path, bad: list[BadLine]
+    ) -> None:
+        """Stage one line too deeply nested for the line checker: the typed read
+        parses it, and its invalid spans are removed from the stage."""
+        alone = scratch / f"line-{number}.jsonl"
+        alone.write_bytes(raw if raw.endswith(b"\n") else raw + b"\n")
+        try:
+            self._insert_stage([alone], longest=len(raw) + 1)
+        except _UNREADABLE_FILE_ERRORS as exc:
+            bad.append(
+                BadLine(str(path), number, f"not readable as OTLP/JSON: {_reader_error(exc)}")
+            )
+            return
+        removed = self._execute(_statement("ingest", "unstage_bad_spans"), [str(alone)]).fetchall()
+        if removed:
+            bad.append(
+                BadLine(
+                    str(path),
+                    number,
+                    f"{len(removed)} span(s) with an invalid id, attribute key or time "
+                    "(the line nests too deeply to say which)",
+                )
+            )
+        self._execute(_statement("ingest", "rename_staged_file"), [str(path), str(alone)])
+
+    def _read_into_stage(self, batch: list[Path], scratch: Path) -> list[Path]:
         """Typed read of the batch; on an error, file by file. Returns the files
-        to read line by line: those DuckDB could not parse or decompress."""
+        to read line by line: those DuckDB could not parse or decompress.
+
+        Many small files are first copied into bundles read as one file each:
+        the typed read costs about a millisecond per file it opens."""
+        small = [path for path in batch if _inputs.is_bundleable(path)]
+        if len(small) < _MIN_BUNDLE_FILES:
+            return self._read_files(batch)
+        bundled = set(small)
+        failed = self._read_files([path for path in batch if path not in bundled])
+        for number, group in enumerate(_inputs.bundle_groups(small)):
+            bundle = scratch / f"bundle-{number}.jsonl"
+            skipped = _inputs.write_bundle(group, bundle)
+            inside = [path for path in group if path not in skipped]
+            left_out = [path for path in group if path in skipped]
+            try:
+                self._con.execute(
+                    _statement("ingest", "insert_bundle_stage"),
+                    [[str(bundle)], [str(path) for path in inside]],
+                )
+            except _UNREADABLE_FILE_ERRORS:
+                left_out = group  # a bad file in the bundle: the group file by file
+            except duckdb.Error as exc:
+                raise DatabaseError(f"reading {len(inside)} small files: {exc}") from exc
+            failed += self._read_files(left_out)
+        return failed
+
+    def _read_files(self, batch: list[Path]) -> list[Path]:
+        if not batch:
+            return []
         try:
             self._insert_stage(batch)
             return []
@@ -377,8 +497,14 @@ class Analyzer:
                 raise DatabaseError(f"reading {path}: {type(exc).__name__}: {exc}") from exc
         return failed
 
-    def _insert_stage(self, files: list[Path]) -> None:
-        self._con.execute(_statement("ingest", "insert_stage"), [[str(f) for f in files]])
+    def _insert_stage(self, files: list[Path], *, longest: int = 0) -> None:
+        names = [str(f) for f in files]
+        if longest <= _DEFAULT_OBJECT_SIZE:
+            self._con.execute(_statement("ingest", "insert_stage"), [names])
+        else:
+            # A buffer for the longest line (bounded by _inputs.MAX_LINE_BYTES).
+            size = longest + 1024
+            self._con.execute(_statement("ingest", "insert_long_lines_stage"), [names, size])
 
     def _file_counts(self) -> dict[str, tuple[int, int]]:
         rows = self._execute(_statement("ingest", "file_counts")).fetchall()
@@ -402,24 +528,23 @@ class Analyzer:
         for line in bad:
             bad_by_file[line.path] = bad_by_file.get(line.path, 0) + 1
         now = datetime.now(UTC).replace(tzinfo=None)
-        for path in batch:
-            stat = path.stat()
-            self._execute(
-                _statement("ingest", "remember_file"),
-                [
-                    str(path),
-                    stat.st_size,
-                    stat.st_mtime_ns,
-                    lines[path],
-                    counts.get(str(path), (0, 0))[1],
-                    bad_by_file.get(str(path), 0),
-                    now,
-                ],
-            )
+        stats = [path.stat() for path in batch]
+        self._execute(
+            _statement("ingest", "remember_files"),
+            [
+                [str(path) for path in batch],
+                [stat.st_size for stat in stats],
+                [stat.st_mtime_ns for stat in stats],
+                [lines[path] for path in batch],
+                [counts.get(str(path), (0, 0))[1] for path in batch],
+                [bad_by_file.get(str(path), 0) for path in batch],
+                now,
+            ],
+        )
         if bad:
-            self._con.executemany(
-                _statement("ingest", "remember_bad_line"),
-                [[b.path, b.line, b.reason] for b in bad],
+            self._execute(
+                _statement("ingest", "remember_bad_lines"),
+                [[b.path for b in bad], [b.line for b in bad], [b.reason for b in bad]],
             )
 
 

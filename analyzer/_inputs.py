@@ -6,11 +6,12 @@ from __future__ import annotations
 import glob
 import gzip
 import io
+import json
 import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, NamedTuple, cast
 
 import orjson
 
@@ -65,6 +66,77 @@ def _expand(raw: str) -> Iterator[Path]:
         raise InputError(f"no such file or directory: {raw}")
 
 
+# Small plain files are bundled (Analyzer._read_into_stage): up to this size
+# each, and this many files or bytes per bundle (a bad file sends its whole
+# bundle to the file-by-file read).
+BUNDLE_FILE_BYTES = 256 * 1024
+BUNDLE_FILES = 1000
+BUNDLE_BYTES = 16 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+
+def is_bundleable(path: Path) -> bool:
+    """A small uncompressed file, worth copying into a bundle."""
+    name = path.name.lower()
+    if name.endswith((".gz", ".zst")):
+        return False
+    try:
+        return path.stat().st_size <= BUNDLE_FILE_BYTES
+    except OSError:
+        return False
+
+
+def bundle_groups(files: list[Path]) -> Iterator[list[Path]]:
+    """``files`` in groups of at most BUNDLE_FILES files and BUNDLE_BYTES bytes."""
+    group: list[Path] = []
+    size = 0
+    for path in files:
+        file_size = path.stat().st_size
+        if group and (len(group) >= BUNDLE_FILES or size + file_size > BUNDLE_BYTES):
+            yield group
+            group, size = [], 0
+        group.append(path)
+        size += file_size
+    if group:
+        yield group
+
+
+def write_bundle(files: list[Path], bundle: Path) -> set[Path]:
+    """Copy ``files`` into one file, each line tagged ``"toolspanFile": n`` (the
+    file's 1-based position among those copied); returns the files left out
+    (a line that is no JSON object, or unreadable): they are read on their own."""
+    left_out: set[Path] = set()
+    position = 0
+    with bundle.open("wb") as out:
+        for path in files:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                left_out.add(path)
+                continue
+            tagged = _tagged_lines(data, position + 1)
+            if tagged is None:
+                left_out.add(path)
+                continue
+            position += 1
+            out.write(tagged)
+    return left_out
+
+
+def _tagged_lines(data: bytes, position: int) -> bytes | None:
+    tag = b'{"toolspanFile":%d' % position
+    lines = []
+    for line in data.removeprefix(_BOM).split(b"\n"):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith(b"{"):
+            return None
+        rest = stripped[1:]
+        lines.append(tag + (rest if rest.lstrip().startswith(b"}") else b"," + rest))
+    return b"\n".join(lines) + b"\n" if lines else b""
+
+
 def open_binary(path: Path) -> IO[bytes]:
     """Open a trace file for reading, decompressing .gz and .zst on the fly."""
     name = path.name.lower()
@@ -102,43 +174,118 @@ def is_truncated_zstd(path: Path) -> bool:
     return in_frame and not frame.eof
 
 
-def filter_good_lines(path: Path, good_out: IO[bytes]) -> tuple[int, list[BadLine]]:
-    """Copy the valid lines of ``path`` to ``good_out``; return (lines read, bad lines).
+# The longest line read at all: the line checker holds a line in memory, and
+# the typed read needs a buffer of about its size. Longer lines are reported.
+MAX_LINE_BYTES = 256 * 1024 * 1024
+_INT64_MAX = 2**63 - 1
 
-    The slow path, used only for a file the typed DuckDB read rejected: it
-    applies the same shape rules as that read (objects where the schema has a
-    struct, arrays where it has a list) plus the id checks, line by line.
+
+class SlowRead(NamedTuple):
+    """What the line-by-line reader kept and found in one file.
+
+    ``kept`` are (line number, offset, length) of the lines written to the good
+    copy, ``longest`` the length of the longest of them; ``unchecked`` are lines
+    too deeply nested for the line checker (the typed read decides about them).
     """
-    lines = 0
-    bad: list[BadLine] = []
-    number = 0
+
+    lines: int
+    bad: list[BadLine]
+    kept: list[tuple[int, int, int]]
+    longest: int
+    unchecked: list[tuple[int, bytes]]
+
+
+class _Checked(NamedTuple):
+    keep: bytes | None  # what to keep of the line (itself, or without its bad spans)
+    problems: list[str]
+    unchecked: bool = False
+
+
+def filter_good_lines(path: Path, good_out: IO[bytes]) -> SlowRead:
+    """Copy the valid lines of ``path`` (without their invalid spans) to ``good_out``.
+
+    The slow path, used only for a file the typed DuckDB read rejected or found
+    suspect: it applies the same shape rules as that read (objects where the
+    schema has a struct, arrays where it has a list) plus the id, attribute key
+    and time checks, span by span, so that one bad span costs only itself.
+    """
+    lines, bad, kept, longest, unchecked = 0, [], [], 0, []
+    number, offset = 0, 0
     try:
         source = open_binary(path)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
     try:
         with source:
-            for number, raw in enumerate(source, start=1):
+            for number, raw in _bounded_lines(source):
+                if raw is None:
+                    lines += 1
+                    bad.append(BadLine(str(path), number, _too_long()))
+                    continue
                 if not raw.strip():
                     continue
                 lines += 1
-                reason = line_problem(raw)
-                if reason is None:
-                    good_out.write(raw if raw.endswith(b"\n") else raw + b"\n")
-                else:
-                    bad.append(BadLine(str(path), number, reason))
+                checked = check_line(raw)
+                bad.extend(BadLine(str(path), number, problem) for problem in checked.problems)
+                if checked.unchecked:
+                    unchecked.append((number, raw))
+                elif checked.keep is not None:
+                    line = checked.keep if checked.keep.endswith(b"\n") else checked.keep + b"\n"
+                    good_out.write(line)
+                    kept.append((number, offset, len(line)))
+                    offset += len(line)
+                    longest = max(longest, len(line))
     except (EOFError, OSError, _zstd_error()) as exc:
         # A truncated or damaged compressed file: everything before the damage
         # is kept, the damage itself is one corrupt line.
         lines += 1
         bad.append(BadLine(str(path), number + 1, f"unreadable compressed data: {exc}"))
-        return lines, bad
+        return SlowRead(lines, bad, kept, longest, unchecked)
     if is_truncated_zstd(path):
         lines += 1
         bad.append(
             BadLine(str(path), number + 1, "unreadable compressed data: the zstd frame is cut off")
         )
-    return lines, bad
+    return SlowRead(lines, bad, kept, longest, unchecked)
+
+
+def split_copy(
+    copy: Path, kept: list[tuple[int, int, int]]
+) -> list[tuple[Path, list[tuple[int, int, int]]]]:
+    """``copy`` cut into two files of half its lines each, with their (line
+    number, offset, length) in the new files."""
+    middle = len(kept) // 2
+    halves = []
+    with copy.open("rb") as source:
+        for index, part in enumerate((kept[:middle], kept[middle:])):
+            target = copy.with_name(f"{copy.stem}.{index}.jsonl")
+            moved, offset = [], 0
+            with target.open("wb") as out:
+                source.seek(part[0][1])
+                for number, _, length in part:
+                    out.write(source.read(length))
+                    moved.append((number, offset, length))
+                    offset += length
+            halves.append((target, moved))
+    return halves
+
+
+def _too_long() -> str:
+    return f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB: not read"
+
+
+def _bounded_lines(source: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) of ``source``; None for a line over MAX_LINE_BYTES,
+    which is skipped without ever being held whole in memory."""
+    number = 0
+    while raw := source.readline(MAX_LINE_BYTES + 1):
+        number += 1
+        if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
+            yield number, raw
+            continue
+        while (rest := source.readline(1 << 20)) and not rest.endswith(b"\n"):
+            pass
+        yield number, None
 
 
 def _zstd_error() -> type[Exception]:
@@ -148,54 +295,134 @@ def _zstd_error() -> type[Exception]:
 
 
 def line_problem(raw: bytes) -> str | None:
-    """Why a line is not a usable ExportTraceServiceRequest, or None if it is."""
+    """Why a line holds an unusable span or is no ExportTraceServiceRequest, or None."""
+    problems = check_line(raw).problems
+    return problems[0] if problems else None
+
+
+def check_line(raw: bytes) -> _Checked:
+    """What to keep of one line, and every problem in it (one per bad span)."""
     try:
         request = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if exc.msg.startswith("depth limit"):
+            # Valid JSON can nest deeper than orjson's limit; the typed read
+            # has none, and the stage checks its spans (Analyzer._stage_unchecked).
+            return _Checked(None, [], unchecked=True)
         # orjson counts lines and columns inside the line; the character offset is what helps.
-        return f"invalid JSON: {exc.msg} at character {exc.pos + 1}"
+        return _Checked(None, [f"invalid JSON: {exc.msg} at character {exc.pos + 1}"])
     if not isinstance(request, dict):
-        return f"expected a JSON object (ExportTraceServiceRequest), got {type(request).__name__}"
-    return _request_problem(request)
+        kind = type(request).__name__
+        return _Checked(None, [f"expected a JSON object (ExportTraceServiceRequest), got {kind}"])
+    problem = _request_problem(request)
+    if problem:
+        return _Checked(None, [problem])
+    problems = _drop_bad_parts(request)
+    if not problems:
+        return _Checked(raw, [])
+    return _Checked(_dumps(request), problems)
+
+
+def normalised(raw: bytes) -> bytes | None:
+    """The line re-serialised (a repeated key keeps its last value, as in
+    JavaScript and most JSON parsers), or None if it cannot be."""
+    try:
+        return _dumps(orjson.loads(raw))
+    except (orjson.JSONDecodeError, ValueError):
+        return None
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # nested deeper than orjson writes (254 levels)
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        except RecursionError as exc:
+            raise ValueError("too deeply nested to re-serialise") from exc
 
 
 def _request_problem(request: dict[str, Any]) -> str | None:
     resource_spans = request.get("resourceSpans")
     if not _is_list(resource_spans):
         return "resourceSpans is not an array"
-    for i, item in enumerate(resource_spans or ()):
-        where = f"resourceSpans[{i}]"
-        if item is None:
-            continue
-        if not isinstance(item, dict):
-            return f"{where} is not an object"
-        resource = item.get("resource")
-        if not _is_object(resource):
-            return f"{where}.resource is not an object"
-        problem = _attributes_problem((resource or {}).get("attributes"), f"{where}.resource")
-        problem = problem or _scope_spans_problem(item.get("scopeSpans"), where)
-        if problem:
-            return problem
     return None
 
 
-def _scope_spans_problem(scope_spans: Any, where: str) -> str | None:
-    if not _is_list(scope_spans):
+def _drop_bad_parts(request: dict[str, Any]) -> list[str]:
+    """Remove the resources, scopes and spans that break the rules from the
+    parsed request, in place; one problem per part removed."""
+    problems: list[str] = []
+    resources = request.get("resourceSpans") or []
+    kept_resources = []
+    for i, item in enumerate(resources):
+        where = f"resourceSpans[{i}]"
+        problem = _resource_problem(item, where)
+        if problem:
+            problems.append(f"{problem} ({_count_spans(item)} span(s) in it skipped)")
+            continue
+        if item is not None:
+            problems.extend(_drop_bad_scopes(item, where))
+        kept_resources.append(item)
+    if problems:
+        request["resourceSpans"] = kept_resources
+    return problems
+
+
+def _resource_problem(item: Any, where: str) -> str | None:
+    if item is None:
+        return None
+    if not isinstance(item, dict):
+        return f"{where} is not an object"
+    resource = item.get("resource")
+    if not _is_object(resource):
+        return f"{where}.resource is not an object"
+    problem = _attributes_problem((resource or {}).get("attributes"), f"{where}.resource")
+    if problem:
+        return problem
+    if not _is_list(item.get("scopeSpans")):
         return f"{where}.scopeSpans is not an array"
-    for j, scope_item in enumerate(scope_spans or ()):
+    return None
+
+
+def _drop_bad_scopes(item: dict[str, Any], where: str) -> list[str]:
+    problems: list[str] = []
+    kept_scopes: list[Any] = []
+    for j, scope_item in enumerate(item.get("scopeSpans") or []):
         here = f"{where}.scopeSpans[{j}]"
         if scope_item is None:
+            kept_scopes.append(scope_item)
             continue
         if not isinstance(scope_item, dict) or not _is_object(scope_item.get("scope")):
-            return f"{here} is not an object with an object scope"
+            problems.append(f"{here} is not an object with an object scope")
+            continue
         spans = scope_item.get("spans")
         if not _is_list(spans):
-            return f"{here}.spans is not an array"
-        for k, span in enumerate(spans or ()):
+            problems.append(f"{here}.spans is not an array")
+            continue
+        kept_spans = []
+        for k, span in enumerate(spans or []):
             problem = _span_problem(span, f"{here}.spans[{k}]")
             if problem:
-                return problem
-    return None
+                problems.append(problem)
+            else:
+                kept_spans.append(span)
+        if spans and len(kept_spans) < len(spans):
+            scope_item["spans"] = kept_spans
+        kept_scopes.append(scope_item)
+    if problems:
+        item["scopeSpans"] = kept_scopes
+    return problems
+
+
+def _count_spans(item: Any) -> int:
+    if not isinstance(item, dict) or not isinstance(item.get("scopeSpans"), list):
+        return 0
+    return sum(
+        len(scope["spans"])
+        for scope in item["scopeSpans"]
+        if isinstance(scope, dict) and isinstance(scope.get("spans"), list)
+    )
 
 
 def _span_problem(span: Any, where: str) -> str | None:
@@ -210,7 +437,37 @@ def _span_problem(span: Any, where: str) -> str | None:
         return f"{where}.spanId is not 16 hex digits: {str(span_id)[:40]!r}"
     if not _is_object(span.get("status")):
         return f"{where}.status is not an object"
+    for field in ("startTimeUnixNano", "endTimeUnixNano"):
+        if not _is_time(span.get(field)):
+            return (
+                f"{where}.{field} is not a time in nanoseconds since 1970 "
+                f"(0 to 2^63-1): {str(span.get(field))[:40]!r}"
+            )
     return _attributes_problem(span.get("attributes"), where)
+
+
+def _is_time(value: Any) -> bool:
+    """Whether a span time reads as DuckDB's TRY_CAST(... AS BIGINT) >= 0 does
+    (read_batch.sql, times_ok); absent and empty count as unknown, not bad."""
+    if value is None or value == "":
+        return True
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return False
+    number: float | int
+    if isinstance(value, str):
+        try:
+            number = int(value)
+        except ValueError:
+            try:
+                number = int(value.strip(), 0)
+            except ValueError:
+                try:
+                    number = float(value)
+                except ValueError:
+                    return False
+    else:
+        number = value
+    return 0 <= number <= _INT64_MAX
 
 
 def _attributes_problem(attributes: Any, where: str) -> str | None:

@@ -9,6 +9,14 @@ CREATE OR REPLACE TEMP TABLE stage AS SELECT * FROM _read_batch(?);
 -- name: insert_stage
 INSERT INTO stage SELECT * FROM _read_batch(?);
 
+-- name: insert_bundle_stage
+-- A bundle of small files (one file) and the names of the files in it.
+INSERT INTO stage SELECT * FROM _read_batch(?, bundled := ?::VARCHAR[]);
+
+-- name: insert_long_lines_stage
+-- A good-lines copy with a line longer than the default read buffer.
+INSERT INTO stage SELECT * FROM _read_batch(?, object_size := ?);
+
 -- name: unstage_file
 DELETE FROM stage WHERE source_file = ?;
 
@@ -20,14 +28,28 @@ UPDATE stage SET source_file = ? WHERE source_file = ?;
 DROP TABLE IF EXISTS stage;
 
 -- name: suspect_files
--- Files whose spans lack a valid trace or span id, or have an attribute without
--- a key or the same key twice: re-read line by line to report the exact lines.
+-- Files whose spans lack a valid trace or span id, have an attribute without
+-- a key or the same key twice, or a time out of range: re-read line by line to
+-- report the exact lines and spans.
 SELECT DISTINCT source_file
 FROM stage
-WHERE has_span
-  AND NOT (coalesce(regexp_full_match(trace_id, '[0-9a-f]{32}'), false)
-           AND coalesce(regexp_full_match(span_id, '[0-9a-f]{16}'), false)
-           AND attribute_keys_ok);
+WHERE has_span AND NOT toolspan_span_ok(trace_id, span_id, attribute_keys_ok, times_ok);
+
+-- name: span_ok_macro
+-- The checks of the typed read that the line checker (_inputs.py) repeats.
+CREATE OR REPLACE TEMP MACRO toolspan_span_ok(trace_id, span_id, attribute_keys_ok, times_ok) AS
+    coalesce(regexp_full_match(trace_id, '[0-9a-f]{32}'), false)
+    AND coalesce(regexp_full_match(span_id, '[0-9a-f]{16}'), false)
+    AND attribute_keys_ok
+    AND coalesce(times_ok, false);
+
+-- name: unstage_bad_spans
+-- The invalid spans of a line staged unchecked (too deeply nested for the line
+-- checker); returns how many were removed.
+DELETE FROM stage
+WHERE source_file = ? AND has_span
+  AND NOT toolspan_span_ok(trace_id, span_id, attribute_keys_ok, times_ok)
+RETURNING 1;
 
 -- name: file_counts
 SELECT source_file, count(*) FILTER (WHERE first_of_line) AS lines, count(*) FILTER (WHERE has_span) AS spans
@@ -56,20 +78,31 @@ SELECT
     trace_id, span_id, parent_span_id, name, kind,
     make_timestamp(start_ns // 1000) AS start_time,
     make_timestamp(end_ns // 1000) AS end_time,
-    (end_ns - start_ns) / 1e6 AS duration_ms,
+    -- HUGEINT: the difference of two valid BIGINT times can overflow a BIGINT.
+    (end_ns::HUGEINT - start_ns) / 1e6 AS duration_ms,
     status_code, status_message, service_name, scope_name, attribute_kv, source_file
 FROM stage AS s
 WHERE has_span
   AND NOT EXISTS (SELECT 1 FROM span_rows AS r WHERE r.trace_id = s.trace_id AND r.span_id = s.span_id);
 
--- name: is_ingested
-SELECT count(*) FROM ingested_files WHERE path = ? AND size = ? AND mtime_ns = ?;
+-- Files go in and out as parallel lists, one statement for all of them: one
+-- statement per file made 10,000 small files take 20 s.
 
--- name: remember_file
-INSERT OR REPLACE INTO ingested_files VALUES (?, ?, ?, ?, ?, ?, ?);
+-- name: ingested_among
+-- Which of the files (lists of path, size, mtime_ns) are ingested already.
+SELECT path
+FROM (SELECT unnest(?::VARCHAR[]) AS path, unnest(?::BIGINT[]) AS size, unnest(?::BIGINT[]) AS mtime_ns)
+JOIN ingested_files USING (path, size, mtime_ns);
 
--- name: remember_bad_line
-INSERT INTO bad_lines VALUES (?, ?, ?);
+-- name: remember_files
+-- Lists of path, size, mtime_ns, lines, spans, bad lines; then the time.
+INSERT OR REPLACE INTO ingested_files
+SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
+       unnest(?::BIGINT[]), unnest(?::BIGINT[]), ?;
+
+-- name: remember_bad_lines
+-- Lists of path, line, reason.
+INSERT INTO bad_lines SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]);
 
 -- name: count_spans
 SELECT count(*) FROM span_rows;
