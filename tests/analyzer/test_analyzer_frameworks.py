@@ -1,5 +1,6 @@
 """Real spans from an agent framework (Pydantic AI driven offline by a scripted
-FunctionModel) and the same call seen by two instrumentations."""
+FunctionModel), alone and behind toolspan's boundary, and the same call seen by
+two instrumentations."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from typing import Any
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from pydantic_ai import Agent
+from pydantic_ai import Agent, Tool
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from toolspan.analyzer import Analyzer
+from toolspan.tracer.integrations import Declaration
+from toolspan.tracer.integrations.pydantic_ai import RetryBoundary
 
 from .conftest import Recorder
 
@@ -92,3 +95,34 @@ def test_a_call_seen_by_two_instrumentations_counts_once(tmp_path: Path) -> None
         loops = [f for f in az.findings() if f.kind == "loop"]
     assert sources == [("toolspan", 3)]
     assert [(f.tool, f.count) for f in loops] == [("search", 3)]
+
+
+def test_pydantic_ai_behind_toolspans_boundary_counts_each_call_once(tmp_path: Path) -> None:
+    """Real spans from both: Pydantic AI's execute_tool around toolspan's call span."""
+    path = tmp_path / "guarded.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
+    agent = _scripted_agent([{"sku": "A1"}] * 3, provider)
+    guarded = Agent(
+        agent.model,  # the same scripted FunctionModel
+        tools=[Tool(_get_stock, takes_ctx=False, name="get_stock")],
+        capabilities=[RetryBoundary({"get_stock": Declaration.read()}, tracer_provider=provider)],
+    )
+    guarded.instrument = InstrumentationSettings(tracer_provider=provider)
+    guarded.run_sync("stock?", conversation_id="conv-g")
+    provider.shutdown()
+    with Analyzer() as az:
+        az.ingest([path])
+        calls = az.query("SELECT source, tool, count(*) FROM tool_calls GROUP BY ALL").rows
+        framework = az.query(
+            "SELECT count(*) FROM spans WHERE name = 'execute_tool get_stock'"
+            " AND scope_name <> 'toolspan'"
+        ).rows
+        loops = [(f.kind, f.conversation_id, f.count) for f in az.findings()]
+    assert framework == [(3,)]  # Pydantic AI's own spans are there...
+    assert calls == [("toolspan", "get_stock", 3)]  # ...and each call counts once
+    assert loops == [("loop", "conv-g", 3)]
+
+
+def _get_stock(sku: str) -> dict[str, Any]:
+    return {"sku": sku, "qty": 0}

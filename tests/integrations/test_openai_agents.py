@@ -157,7 +157,7 @@ def test_the_schema_comes_from_the_function_tool(spans, clock):
 
 
 def test_without_the_boundary_the_model_gets_a_bare_error_and_no_spans(spans, clock):
-    result, desk = run(
+    result, _ = run(
         [[("send_email", EMAIL)]],
         spans,
         clock,

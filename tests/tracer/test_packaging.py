@@ -16,7 +16,9 @@ def test_importing_the_tracer_loads_no_sdk_duckdb_or_streamlit():
         "import sys, toolspan.tracer, toolspan.tracer.store, toolspan.tracer.testing\n"
         "from toolspan.tracer.integrations import Declarations, model_reply\n"
         "heavy = [m for m in ('duckdb', 'streamlit', 'pandas', 'opentelemetry.sdk', 'redis',"
-        " 'openai', 'anthropic', 'mcp', 'httpx2', 'pydantic') if m in sys.modules]\n"
+        " 'openai', 'anthropic', 'mcp', 'httpx2', 'pydantic',"
+        " 'agents', 'pydantic_ai', 'langchain', 'langchain_core', 'langgraph')"
+        " if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
     loaded = subprocess.run(
@@ -34,3 +36,17 @@ def test_core_dependencies_leave_the_heavy_parts_to_extras():
     assert any("duckdb" in d for d in extras["analyzer"])
     assert any("streamlit" in d for d in extras["dashboard"])
     assert project["scripts"]["toolspan"] == "toolspan.cli:main"
+
+
+def test_each_framework_adapter_has_its_extra_and_dev_installs_them():
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for extra, package in (
+        ("openai-agents", "openai-agents"),
+        ("pydantic-ai", "pydantic-ai-slim"),
+        ("langchain", "langchain"),
+        ("langchain", "langgraph"),
+    ):
+        assert any(d.startswith(package) for d in extras[extra]), (extra, package)
+    assert "toolspan[openai-agents,pydantic-ai,langchain]" in extras["dev"]

@@ -5,6 +5,10 @@ One module per stack, each needing its extra and imported only when used:
 * :mod:`.openai` — OpenAI Chat Completions and Responses API (``toolspan[openai]``)
 * :mod:`.anthropic` — Anthropic Messages (``toolspan[anthropic]``)
 * :mod:`.mcp` — MCP client sessions (``toolspan[mcp]``)
+* :mod:`.openai_agents` — OpenAI Agents SDK function tools (``toolspan[openai-agents]``)
+* :mod:`.pydantic_ai` — Pydantic AI toolsets, as a capability (``toolspan[pydantic-ai]``)
+* :mod:`.langchain` — LangChain v1 agent middleware and LangGraph's ``ToolNode``
+  (``toolspan[langchain]``)
 
 What they share lives here and needs no extra: :class:`Declaration` and
 :class:`Declarations` (what the application states about its tools: which
