@@ -133,6 +133,8 @@ def main(
     parser.add_argument("--out", default=f"out/{name}_agent.jsonl", help="OTLP/JSON lines file")
     args = parser.parse_args(argv)
 
+    # One run, one file: a rerun must not look like the same conversation twice.
+    Path(args.out).unlink(missing_ok=True)
     telemetry = setup_telemetry(f"support-desk-{name}", json_path=args.out)
     with tempfile.TemporaryDirectory() as scratch:
         store = SQLiteStore(Path(scratch) / "idempotency.sqlite")
