@@ -8,6 +8,7 @@ findings for agent loops and duplicate writes.
 ...         print(finding.kind, finding.conversation_id, finding.count)
 """
 
+from .._errors import ToolspanError
 from ._analyzer import Analyzer
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, InputError, QueryError
 from ._model import FINDING_KINDS, BadLine, Finding, IngestReport, QueryResult
@@ -24,4 +25,5 @@ __all__ = [
     "InputError",
     "QueryError",
     "QueryResult",
+    "ToolspanError",
 ]

@@ -1,23 +1,8 @@
-"""The analyzer's exception tree: every failure callers see is an ``AnalyzerError``."""
+"""The analyzer's branch of toolspan's one exception tree (drawn in ``toolspan/_errors.py``):
+every failure callers see is an ``AnalyzerError``, itself a ``ToolspanError``."""
 
 from __future__ import annotations
 
+from .._errors import AnalyzerError, CorruptInputError, DatabaseError, InputError, QueryError
 
-class AnalyzerError(Exception):
-    """Base class of every error the analyzer raises."""
-
-
-class InputError(AnalyzerError):
-    """A path that does not exist, or an input that holds no trace files."""
-
-
-class CorruptInputError(AnalyzerError):
-    """Corrupt lines were found while ingesting with ``strict=True``."""
-
-
-class QueryError(AnalyzerError):
-    """A SQL query failed (syntax, unknown column, type error, ...)."""
-
-
-class DatabaseError(AnalyzerError):
-    """The DuckDB database could not be opened or written."""
+__all__ = ["AnalyzerError", "CorruptInputError", "DatabaseError", "InputError", "QueryError"]

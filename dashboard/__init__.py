@@ -4,6 +4,7 @@ Importing this package pulls in DuckDB but not Streamlit; Streamlit is only
 imported by the app itself, which runs in its own process.
 """
 
+from .._errors import ToolspanError
 from ._errors import DashboardError, QueryFailed, QueryRefused, QueryTimeout
 from ._launch import launch
 from ._sandbox import SandboxLimits, SandboxResult, SqlSandbox, open_database
@@ -16,6 +17,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxResult",
     "SqlSandbox",
+    "ToolspanError",
     "launch",
     "open_database",
 ]

@@ -3,12 +3,15 @@
 The parts, each importable alone: ``toolspan.tracer`` (the retry boundary,
 on opentelemetry-api only), ``toolspan.analyzer`` (DuckDB over trace files),
 ``toolspan.dashboard`` (Streamlit over the analyzer). ``toolspan.__version__``
-is the installed version.
+is the installed version; ``ToolspanError`` is the root of every error
+toolspan raises (the tree: ``toolspan/_errors.py``).
 """
 
 from __future__ import annotations
 
-__all__ = ["__version__"]
+from ._errors import ToolspanError
+
+__all__ = ["ToolspanError", "__version__"]
 
 
 def __getattr__(name: str) -> str:

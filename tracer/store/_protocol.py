@@ -5,19 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from .._errors import ToolspanError
+from .._errors import StoreError
 
 __all__ = ["Claim", "ClaimOutcome", "IdempotencyStore", "StoreError"]
 
 ClaimOutcome = Literal["acquired", "replay", "conflict", "in_progress", "takeover"]
-
-
-class StoreError(ToolspanError):
-    """A store backend failed (SQLite or Redis error, or guard state of the wrong kind).
-
-    The backend's exception is the ``__cause__``. Messages name keys and operations,
-    never stored results: those may hold secrets.
-    """
 
 
 @dataclass(frozen=True)
