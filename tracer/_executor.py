@@ -39,6 +39,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, Trac
 from . import _attributes as attr
 from ._adapters import to_tool_error
 from ._batch import plan_lanes
+from ._breaker import CircuitBreaker, Transition
+from ._budget import RetryBudget
 from ._canonical import canonical_json, fingerprint
 from ._errors import ConfigurationError, ToolError
 from ._hooks import AttemptEvent, CallEvent, Hook
@@ -51,6 +53,7 @@ from ._safeguards import Safeguards
 from ._tool import Tool, ToolCall
 from ._version import __version__
 from .store import StoreError
+from .store._fleet import Admission
 
 __all__ = ["AsyncExecutor", "Executor", "current_call"]
 
@@ -103,7 +106,14 @@ def current_call() -> ToolCall | None:
 
 
 _NOT_ANSWERS: frozenset[str] = frozenset(
-    {"loop_blocked", "in_progress", "store_unavailable", "turn_budget", "read_back_required"}
+    {
+        "loop_blocked",
+        "in_progress",
+        "store_unavailable",
+        "turn_budget",
+        "read_back_required",
+        "circuit_open",
+    }
 )
 
 # Sentinels for the read-back answer: not asked, or asked and failed.
@@ -119,8 +129,12 @@ _RETRYABLE_STOPS: frozenset[str] = frozenset(
         "in_progress",
         "store_unavailable",
         "read_back_required",
+        "retry_budget",
+        "circuit_open",
     }
 )
+# A retry the budget refused: the attempt span records no scheduled delay.
+_NOT_RETRIED = Decision(retry=False)
 
 
 class Invoke:
@@ -160,6 +174,7 @@ class _Run:
     so a plain slotted class: cheaper to construct than a dataclass)."""
 
     __slots__ = (
+        "admission",
         "args_hash",
         "arguments",
         "asking",
@@ -199,6 +214,8 @@ class _Run:
         self.context_token: Any = None
         self.call_token: Any = None
         self.keeper: _LeaseKeeper | None = None
+        # The circuit breaker's admission of the attempt in flight, until reported.
+        self.admission: Admission | None = None
 
     # Set by ``_Core.begin`` once the call is valid.
     tool: Tool
@@ -238,9 +255,18 @@ class _Core:
         hooks: Sequence[Hook],
         span_clock: Callable[[], int] | None = None,
         safeguards: Safeguards | None = None,
+        retry_budget: RetryBudget | None = None,
+        circuit_breaker: CircuitBreaker | None = None,
     ) -> None:
         self.span_clock = span_clock
         self.safeguards = safeguards
+        if retry_budget is not None and not isinstance(retry_budget, RetryBudget):
+            raise ConfigurationError("retry_budget must be a RetryBudget")
+        if circuit_breaker is not None and not isinstance(circuit_breaker, CircuitBreaker):
+            raise ConfigurationError("circuit_breaker must be a CircuitBreaker")
+        self.retry_budget = retry_budget
+        self.circuit_breaker = circuit_breaker
+        self._per_service = retry_budget is not None or circuit_breaker is not None
         self.tools: dict[str, Tool] = {}
         for declared in tools:
             if declared.name in self.tools:
@@ -316,6 +342,8 @@ class _Core:
         call_attributes[attr.ARGS_HASH] = args_hash
         if declared.schema_version is not None:
             call_attributes[attr.SCHEMA_VERSION] = declared.schema_version
+        if self._per_service:
+            call_attributes[attr.SERVICE] = declared.service
         if problem is not None:
             return self._refuse(call, declared, "invalid_arguments", problem, call_attributes)
         span_clock = self.span_clock
@@ -342,6 +370,8 @@ class _Core:
         """What the pending INVOKE returned."""
         if run.asking == _ATTEMPT:
             self._leave(run)
+            if run.admission is not None:
+                self._report(run, failed=False)
             return self._succeeded(run, value)
         return self._read_back_answered(run, value)
 
@@ -361,6 +391,8 @@ class _Core:
             self._crashed(run, exc)
             raise exc  # a programming error propagates, after both spans recorded it
         run.error = error
+        if run.admission is not None:
+            self._report(run, failed=error.code in run.policy.retryable_codes)
         if (
             not run.safe_to_repeat
             and run.tool.read_back is not None
@@ -461,12 +493,27 @@ class _Core:
         run.asking = asking
         return INVOKE
 
-    def _start_attempt(self, run: _Run) -> Invoke:
+    def _start_attempt(self, run: _Run) -> Action:
         """Open the next attempt's span and make it current (so client spans
         nest under it), expose the call to the tool, and keep a claimed key's
-        lease alive; :meth:`_leave` undoes all but the span."""
+        lease alive; :meth:`_leave` undoes all but the span. The circuit
+        breaker, when there is one, may refuse the attempt first."""
+        if self.circuit_breaker is not None:
+            refused = self._pass_breaker(self.circuit_breaker, run)
+            if refused is not None:
+                return refused
+        budget = self.retry_budget
+        # A first attempt: counted by the budget, never refused by it.
+        if (
+            run.attempt == 0
+            and budget is not None
+            and not budget.record_first_attempt(run.tool.service)
+        ):
+            run.span.set_attribute(attr.RETRY_BUDGET_FAILED_OPEN, True)
         run.attempt = attempt = run.attempt + 1
         attributes = run.base_attributes.copy()
+        if run.admission is not None and run.admission.probe is not None:
+            attributes[attr.CIRCUIT_PROBE] = True
         attributes[attr.ATTEMPT] = attempt
         attributes[attr.HTTP_RESEND_COUNT] = attempt - 1
         attributes[attr.RETRY_ELAPSED_WAIT_S] = run.total_wait_s
@@ -558,6 +605,11 @@ class _Core:
             rng=self.rng,
             elapsed_s=self.clock() - run.started_at,
         )
+        refused = False
+        if decision.retry and self.retry_budget is not None:
+            refused = self._budget_refuses(self.retry_budget, run)
+            if refused:
+                decision = _NOT_RETRIED
         self._record_failure(run, attempt_span, error, decision.delay_s)
         # An unprotected write that failed ambiguously, with no read-back to say
         # the effect is absent: it may or may not have happened.
@@ -566,9 +618,87 @@ class _Core:
         )
         if run.tool.is_write and not (run.tool.idempotent and run.call.idempotency_key):
             run.safe_to_repeat = False  # a read-back's "absent" covers one repeat only
+        if refused:
+            budget = self.retry_budget
+            assert budget is not None
+            return self._finish(
+                run,
+                status="retry_budget",
+                error_code=error.code,
+                message=f"the retry budget of service {run.tool.service!r} allows no more "
+                f"retries in this {budget.window_s:g}s window; not retried: "
+                + self.redactor.text(error.message),
+                http_status=error.status_code,
+            )
         if not decision.retry:
             return self._stopped(run, error, decision, effect_unknown=effect_unknown)
         return Sleep(decision.delay_s)
+
+    # -- retry budget and circuit breaker (per downstream service) ----------------
+
+    def _budget_refuses(self, budget: RetryBudget, run: _Run) -> bool:
+        """Ask the budget for one retry; True when it refuses (checked before sleeping)."""
+        service = run.tool.service
+        verdict = budget.allow_retry(service)
+        if verdict.failed_open:
+            run.span.set_attribute(attr.RETRY_BUDGET_FAILED_OPEN, True)
+            return False
+        if verdict.allowed:
+            return False
+        run.span.set_attribute(attr.RETRY_BUDGET, service)
+        run.span.add_event(
+            attr.EVENT_BUDGET_REFUSED,
+            {
+                attr.SERVICE: service,
+                "toolspan.retry.budget.retries": verdict.retries,
+                "toolspan.retry.budget.first_attempts": verdict.first_attempts,
+                "toolspan.retry.budget.limit": verdict.limit,
+            },
+        )
+        return True
+
+    def _pass_breaker(self, breaker: CircuitBreaker, run: _Run) -> ToolResult | None:
+        """Admit the next attempt through the breaker, or end the call ``circuit_open``."""
+        service = run.tool.service
+        admission, transition = breaker.admit(service)
+        if transition is not None:
+            self._transitioned(run, transition)
+        state = "unknown" if admission.failed_open else admission.state
+        run.span.set_attribute(attr.CIRCUIT_STATE, state)
+        if admission.allowed:
+            run.admission = admission
+            return None
+        # Nothing runs; after failed attempts the last error code is kept.
+        error = run.error
+        return self._finish(
+            run,
+            status="circuit_open",
+            error_code="circuit_open" if error is None else error.code,
+            message=f"the circuit breaker of service {service!r} is {state.replace('_', '-')}: "
+            "calls fail fast while it recovers; nothing was executed"
+            + ("" if error is None else " after the last failure"),
+            http_status=None if error is None else error.status_code,
+        )
+
+    def _report(self, run: _Run, *, failed: bool) -> None:
+        """Tell the breaker how the admitted attempt ended (``failed``: retryable)."""
+        breaker, admission = self.circuit_breaker, run.admission
+        assert breaker is not None and admission is not None
+        run.admission = None
+        transition = breaker.record(run.tool.service, admission, failed=failed)
+        if transition is not None:
+            self._transitioned(run, transition)
+
+    @staticmethod
+    def _transitioned(run: _Run, transition: Transition) -> None:
+        run.span.add_event(
+            attr.EVENT_CIRCUIT_TRANSITION,
+            {
+                attr.SERVICE: transition.service,
+                attr.CIRCUIT_FROM: transition.before,
+                attr.CIRCUIT_TO: transition.after,
+            },
+        )
 
     def _record_failure(
         self, run: _Run, attempt_span: Span, error: ToolError, delay_s: float
@@ -618,6 +748,10 @@ class _Core:
 
     def _crashed(self, run: _Run, exc: BaseException) -> None:
         """A programming error: record it on both spans (the driver re-raises it)."""
+        if run.admission is not None and self.circuit_breaker is not None:
+            # Not the service's fault: free a probe slot, count nothing.
+            self.circuit_breaker.release(run.tool.service, run.admission)
+            run.admission = None
         attempt_span = run.attempt_span
         kind = type(exc).__qualname__
         message = self.redactor.text(str(exc))
@@ -1002,6 +1136,9 @@ class _ExecutorBase(Generic[_SleepT]):
     ``span_clock`` (Unix nanoseconds) stamps the spans instead of the SDK's
     clock: simulations and replays get timelines that match their fake time.
     ``safeguards`` adds the idempotency store and the turn and loop guards.
+    ``retry_budget`` (:class:`RetryBudget`) bounds retries per downstream
+    service across the fleet; ``circuit_breaker`` (:class:`CircuitBreaker`)
+    fails calls fast while their service is failing.
     """
 
     _default_sleep: Any
@@ -1021,6 +1158,8 @@ class _ExecutorBase(Generic[_SleepT]):
         hooks: Sequence[Hook] = (),
         span_clock: Callable[[], int] | None = None,
         safeguards: Safeguards | None = None,
+        retry_budget: RetryBudget | None = None,
+        circuit_breaker: CircuitBreaker | None = None,
     ) -> None:
         self._core = _Core(
             tools,
@@ -1034,6 +1173,8 @@ class _ExecutorBase(Generic[_SleepT]):
             hooks=hooks,
             span_clock=span_clock,
             safeguards=safeguards,
+            retry_budget=retry_budget,
+            circuit_breaker=circuit_breaker,
         )
         self._sleep: _SleepT = sleep if sleep is not None else type(self)._default_sleep
 

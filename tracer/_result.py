@@ -27,6 +27,8 @@ Status = Literal[
     "loop_blocked",
     "store_unavailable",
     "read_back_required",
+    "retry_budget",
+    "circuit_open",
 ]
 
 

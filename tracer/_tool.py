@@ -48,7 +48,9 @@ class Tool:
     "did the effect happen?" after an ambiguous failure: it returns the
     effect's data, or ``None`` when there is none. ``resource_key`` names the
     resource a write touches (e.g. the order id), so parallel writes on one
-    resource run one after another.
+    resource run one after another. ``service`` names the downstream service
+    the tool calls (default: the tool's name): retry budgets and circuit
+    breakers are kept per service, so tools of one API share them.
     """
 
     name: str
@@ -64,6 +66,7 @@ class Tool:
     description: str = ""
     check_with: str | None = None
     next_tools: Sequence[str] = ()
+    service: str = ""
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
     _check_result: _Validator | None = field(init=False, repr=False, compare=False)
 
@@ -82,6 +85,10 @@ class Tool:
         if self.check_with is not None and self.side_effect != "write":
             raise ConfigurationError(f"tool {self.name!r}: check_with is for writes")
         object.__setattr__(self, "next_tools", tuple(self.next_tools))
+        if not isinstance(self.service, str):
+            raise ConfigurationError(f"tool {self.name!r}: service must be a string")
+        # The downstream service its retry budget and circuit breaker are kept per.
+        object.__setattr__(self, "service", self.service or self.name)
         if self.parameters is None:
             object.__setattr__(self, "parameters", schema_from_signature(self.fn))
         object.__setattr__(self, "_check_args", _compile(self.parameters, "parameters", self.name))
@@ -125,6 +132,7 @@ def tool(
     resource_key: Callable[[Mapping[str, Any]], str] | None = None,
     check_with: str | None = None,
     next_tools: Sequence[str] = (),
+    service: str = "",
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a :class:`Tool` (decorator form)."""
 
@@ -143,6 +151,7 @@ def tool(
             description=(fn.__doc__ or "").strip(),
             check_with=check_with,
             next_tools=next_tools,
+            service=service,
         )
 
     return declare
