@@ -10,6 +10,7 @@ findings for agent loops and duplicate writes.
 
 from .._errors import ToolspanError
 from ._analyzer import Analyzer
+from ._clickhouse import ClickHouseAnalyzer
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, InputError, QueryError
 from ._model import FINDING_KINDS, BadLine, Finding, IngestReport, QueryResult
 
@@ -18,6 +19,7 @@ __all__ = [
     "Analyzer",
     "AnalyzerError",
     "BadLine",
+    "ClickHouseAnalyzer",
     "CorruptInputError",
     "DatabaseError",
     "Finding",

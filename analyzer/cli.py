@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import _render
+from . import _clickhouse, _render
 from ._analyzer import Analyzer
 from ._errors import AnalyzerError
-from ._model import FINDING_KINDS, IngestReport
+from ._model import FINDING_KINDS, Finding, IngestReport, QueryResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -21,10 +21,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     analyze = subparsers.add_parser(
         "analyze",
         help="find agent loops and duplicate writes in trace files",
-        description="Ingest OTLP/JSON trace files and print the summary and the findings.",
+        description="Ingest OTLP/JSON trace files and print the summary and the findings;"
+        " or analyze a ClickHouse otel_traces table in place (SOURCE clickhouse://..., chdb:PATH).",
     )
-    analyze.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs")
+    analyze.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="files, directories or globs; or one ClickHouse source (docs/clickhouse.md)",
+    )
     _add_db(analyze)
+    _add_clickhouse(analyze)
     analyze.add_argument(
         "--min-repeats", type=int, default=3, metavar="N", help="calls that make a loop (default 3)"
     )
@@ -54,13 +61,76 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sql.add_argument("query", metavar="QUERY")
     sql.add_argument("paths", nargs="*", metavar="PATH", help="trace files to ingest first")
     _add_db(sql)
+    sql.add_argument(
+        "--source",
+        metavar="SOURCE",
+        help="query the views of a ClickHouse source instead (toolspan clickhouse init)",
+    )
+    sql.add_argument(
+        "--database",
+        default=None,
+        metavar="NAME",
+        help="with --source: the database of the views (default toolspan)",
+    )
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--strict", action="store_true", help="fail on corrupt lines")
     sql.set_defaults(handler=run_sql)
 
+    clickhouse = subparsers.add_parser(
+        "clickhouse",
+        help="set up the analyzer's views over a ClickHouse otel_traces table",
+        description="ClickHouse sources (docs/clickhouse.md).",
+    )
+    actions = clickhouse.add_subparsers(dest="action", metavar="ACTION", required=True)
+    init = actions.add_parser(
+        "init",
+        help="create the views tool_calls, attempts, conversations, findings",
+        description="Create (or replace) the analyzer's views in DATABASE, reading the"
+        " collector's table; the table itself is never written.",
+    )
+    init.add_argument(
+        "source", metavar="SOURCE", help="clickhouse://user:password@host:8123/db or chdb:PATH"
+    )
+    init.add_argument(
+        "--database",
+        default=_clickhouse.DEFAULT_VIEWS_DATABASE,
+        metavar="NAME",
+        help="where the views go (default toolspan; created if missing)",
+    )
+    init.add_argument(
+        "--table",
+        default=_clickhouse.DEFAULT_TABLE,
+        metavar="[DB.]TABLE",
+        help="the collector's traces table",
+    )
+    init.add_argument(
+        "--write-tools",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="comma-separated tool names or glob patterns that write (fixed in the views)",
+    )
+    init.set_defaults(handler=run_clickhouse_init)
+
 
 def _add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="FILE", help="DuckDB database file (default: in memory)")
+
+
+def _add_clickhouse(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("ClickHouse sources")
+    group.add_argument(
+        "--table",
+        default=None,
+        metavar="[DB.]TABLE",
+        help="the collector's traces table (otel_traces)",
+    )
+    group.add_argument(
+        "--since",
+        metavar="TIME",
+        help="spans that start at or after TIME (ISO 8601, or 24h, 7d ago)",
+    )
+    group.add_argument("--until", metavar="TIME", help="spans that start before TIME")
 
 
 def run_analyze(args: argparse.Namespace) -> int:
@@ -71,6 +141,10 @@ def run_analyze(args: argparse.Namespace) -> int:
         return _error(f"unknown --fail-on kind: {', '.join(sorted(unknown))}")
     if args.min_repeats < 2:
         return _error("--min-repeats must be at least 2")
+    if any(_clickhouse.is_clickhouse_source(p) for p in args.paths):
+        return _analyze_clickhouse(args, fail_on)
+    if args.table or args.since or args.until:
+        return _error("--table, --since and --until apply to ClickHouse sources only")
     try:
         with Analyzer(args.db) as az:
             write_tools = _split(args.write_tools)
@@ -83,11 +157,37 @@ def run_analyze(args: argparse.Namespace) -> int:
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:
         return _error(str(exc))
-    if args.format == "json":
+    return _print_analysis(summary, findings, args.format, fail_on)
+
+
+def _analyze_clickhouse(args: argparse.Namespace, fail_on: list[str]) -> int:
+    if len(args.paths) != 1 or args.db or args.strict:
+        return _error("a ClickHouse source is analyzed alone (no files, --db or --strict)")
+    try:
+        since = _clickhouse.parse_time(args.since) if args.since else None
+        until = _clickhouse.parse_time(args.until) if args.until else None
+        with _clickhouse.ClickHouseAnalyzer(
+            args.paths[0],
+            table=args.table or _clickhouse.DEFAULT_TABLE,
+            since=since,
+            until=until,
+            write_tools=_split(args.write_tools),
+        ) as az:
+            summary = az.summary()
+            findings = az.findings(min_repeats=args.min_repeats)
+    except AnalyzerError as exc:
+        return _error(str(exc))
+    return _print_analysis(summary, findings, args.format, fail_on)
+
+
+def _print_analysis(
+    summary: dict[str, Any], findings: list[Finding], output: str, fail_on: list[str]
+) -> int:
+    if output == "json":
         out: dict[str, Any] = {"summary": summary, "findings": [f.to_json() for f in findings]}
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        markdown = args.format == "markdown"
+        markdown = output == "markdown"
         print(
             ("## Summary\n\n" if markdown else "Summary\n\n")
             + _render.summary_text(summary, markdown=markdown)
@@ -102,6 +202,10 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 def run_sql(args: argparse.Namespace) -> int:
     """The ``sql`` sub-command."""
+    if args.source:
+        return _sql_clickhouse(args)
+    if args.database:
+        return _error("--database applies with --source only")
     if not args.paths and not args.db:
         return _error("give trace files to read, or --db FILE")
     try:
@@ -111,13 +215,43 @@ def run_sql(args: argparse.Namespace) -> int:
             result = az.query(args.query)
     except AnalyzerError as exc:
         return _error(str(exc))
-    if args.format == "json":
+    return _print_result(result, args.format)
+
+
+def _sql_clickhouse(args: argparse.Namespace) -> int:
+    if args.paths or args.db:
+        return _error("--source queries ClickHouse views: no trace files or --db with it")
+    try:
+        result = _clickhouse.run_sql(
+            args.source, args.query, database=args.database or _clickhouse.DEFAULT_VIEWS_DATABASE
+        )
+    except AnalyzerError as exc:
+        return _error(str(exc))
+    return _print_result(result, args.format)
+
+
+def run_clickhouse_init(args: argparse.Namespace) -> int:
+    """The ``clickhouse init`` sub-command: create the views in a database."""
+    try:
+        with _clickhouse.ClickHouseAnalyzer(
+            args.source, table=args.table, write_tools=_split(args.write_tools)
+        ) as az:
+            views = az.create_views(args.database)
+            table = az.table
+    except AnalyzerError as exc:
+        return _error(str(exc))
+    print(f"created in {args.database}, reading {table}: {', '.join(views)}")
+    return EXIT_OK
+
+
+def _print_result(result: QueryResult, output: str) -> int:
+    if output == "json":
         records = [
             {c: _render.json_value(v) for c, v in zip(result.columns, row, strict=True)}
             for row in result.rows
         ]
         print(json.dumps(records, indent=2, ensure_ascii=False))
-    elif args.format == "csv":
+    elif output == "csv":
         print(_render.csv_text(result.columns, result.rows))
     else:
         print(_render.table(result.columns, result.rows))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 # module path -> the sub-commands it registers (imported lazily).
 _PARTS: dict[str, tuple[str, ...]] = {
-    "toolspan.analyzer.cli": ("analyze", "sql"),
+    "toolspan.analyzer.cli": ("analyze", "sql", "clickhouse"),
     "toolspan.dashboard.cli": ("dashboard",),
 }
 

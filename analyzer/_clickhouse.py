@@ -1,0 +1,649 @@
+"""The analyzer over ClickHouse: findings, views and summary computed inside
+ClickHouse on the OpenTelemetry Collector's ``otel_traces`` table (the contrib
+``clickhouseexporter``), with the rules of the DuckDB path.
+
+One client code path for a server and for embedded chDB: ``clickhouse-connect``
+(HTTP), which also drives chDB in-process for ``chdb:PATH`` sources. Only tool
+spans are read out of the collector's table, into temporary tables of this
+client's session; tool-call rows, aggregates and findings are what leave
+ClickHouse. The collector's table is only ever read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from string import Template
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import orjson
+
+from ._errors import DatabaseError, QueryError
+from ._model import Finding, QueryResult
+from ._sql import statement, statements
+
+DEFAULT_TABLE = "otel_traces"
+DEFAULT_VIEWS_DATABASE = "toolspan"
+DEFAULT_MIN_REPEATS = 3
+SCHEMES = ("clickhouse://", "clickhouses://", "chdb:")
+# Settings every statement runs with: a LEFT JOIN without a match reads NULL (as
+# in DuckDB); a column's name means the column even where a SELECT alias has
+# the same name (as in DuckDB: `min(tool) AS tool ... GROUP BY tool`); 64-bit
+# integers in the findings' JSON detail stay numbers; JSON strings keep "/" as
+# orjson writes it (canonical JSON).
+_SETTINGS: dict[str, Any] = {
+    "join_use_nulls": 1,
+    "prefer_column_name_to_alias": 1,
+    "output_format_json_quote_64bit_integers": 0,
+    "output_format_json_escape_forward_slashes": 0,
+}
+# Columns of the exporter's otel_traces that the analysis reads, and the type
+# family each must have.
+_REQUIRED_COLUMNS = {
+    "Timestamp": "DateTime64",
+    "TraceId": "String",
+    "SpanId": "String",
+    "ParentSpanId": "String",
+    "SpanName": "String",
+    "ScopeName": "String",
+    "SpanAttributes": "Map",
+    "Duration": "Int",
+    "StatusCode": "String",
+}
+# The temporary tables of one analysis, in the order they are built, and the
+# derive.sql statement that fills each.
+_STAGES = (
+    ("_toolspan_tool_spans", "tool_spans"),
+    ("_toolspan_trace_conversations", "trace_conversations"),
+    ("tool_calls", "tool_calls"),
+    ("_toolspan_attempt_rows", "attempt_rows"),
+)
+_CANONICAL_CALL = re.compile(r"toolspan_canonical_json\((\w+)\)")
+# How deep canonical JSON sorts keys; deeper values compare as written.
+CANONICAL_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class ClickHouseSource:
+    """Where the collector's table lives: a server over HTTP(S), or a chDB directory."""
+
+    kind: str  # "http" | "chdb"
+    database: str
+    host: str = ""
+    port: int = 0
+    secure: bool = False
+    username: str = ""
+    password: str = field(default="", repr=False)
+    path: str = ""
+
+    def display(self) -> str:
+        """The source without credentials, for messages."""
+        if self.kind == "chdb":
+            return f"chdb:{self.path} (database {self.database})"
+        scheme = "clickhouses" if self.secure else "clickhouse"
+        return f"{scheme}://{self.host}:{self.port}/{self.database}"
+
+
+def is_clickhouse_source(text: str) -> bool:
+    """Whether ``text`` names a ClickHouse or chDB source rather than trace files."""
+    return text.startswith(SCHEMES)
+
+
+def parse_source(text: str, env: Mapping[str, str] | None = None) -> ClickHouseSource:
+    """``clickhouse://user:password@host:8123/database``, ``clickhouses://...``
+    (TLS) or ``chdb:PATH[?database=NAME]``. User and password missing from the
+    URL come from ``CLICKHOUSE_USER`` / ``CLICKHOUSE_PASSWORD``; the database,
+    from ``CLICKHOUSE_DATABASE``, else ``default``."""
+    env = os.environ if env is None else env
+    database_default = env.get("CLICKHOUSE_DATABASE") or "default"
+    if text.startswith("chdb:"):
+        rest = text.removeprefix("chdb:").removeprefix("//")
+        path, _, query = rest.partition("?")
+        if not path:
+            raise DatabaseError("a chdb source needs a directory: chdb:PATH")
+        database = (parse_qs(query).get("database") or [database_default])[0]
+        return ClickHouseSource("chdb", database, path=str(Path(unquote(path)).resolve()))
+    parts = urlsplit(text)
+    if parts.scheme not in ("clickhouse", "clickhouses"):
+        raise DatabaseError("a ClickHouse source is clickhouse://host:8123/database")
+    if not parts.hostname:
+        raise DatabaseError("a ClickHouse source needs a host: clickhouse://host:8123/database")
+    secure = parts.scheme == "clickhouses"
+    try:
+        port = parts.port or (8443 if secure else 8123)
+    except ValueError as exc:
+        raise DatabaseError(f"bad port in the ClickHouse source: {exc}") from None
+    return ClickHouseSource(
+        "http",
+        unquote(parts.path.strip("/")) or database_default,
+        host=parts.hostname,
+        port=port,
+        secure=secure,
+        username=unquote(parts.username or "") or env.get("CLICKHOUSE_USER", "default"),
+        password=unquote(parts.password or "") or env.get("CLICKHOUSE_PASSWORD", ""),
+    )
+
+
+def parse_time(text: str, *, now: datetime | None = None) -> datetime:
+    """An ISO 8601 time or date (UTC unless it says otherwise), or a time ago:
+    ``30m``, ``24h``, ``7d``. Returns an aware UTC datetime."""
+    match = re.fullmatch(r"(\d+)\s*([smhd])", text.strip())
+    if match:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match[2]]
+        return (now or datetime.now(UTC)) - timedelta(**{unit: int(match[1])})
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise DatabaseError(
+            f"not a time: {text!r} (use ISO 8601 such as 2026-01-31T12:00, or 30m, 24h, 7d)"
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def glob_regex(pattern: str) -> str:
+    """A write-tools glob (``*``, ``?``, ``[...]``, as DuckDB's GLOB) as an
+    anchored RE2 regular expression."""
+    out, i = ["^"], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif char == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end]
+            negate = body.startswith(("!", "^"))
+            body = body[1:] if negate else body
+            out.append("[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out) + "$"
+
+
+def canonical_json_sql(column: str, depth: int = CANONICAL_DEPTH) -> str:
+    """SQL for the canonical JSON of a text column, as the DuckDB path's
+    ``orjson.dumps(orjson.loads(text), option=OPT_SORT_KEYS)``: keys sorted,
+    no whitespace, strings re-escaped, floats as Python writes them (``2.0``,
+    ``1e-7``); text that is not JSON stays as it is. Objects and arrays deeper
+    than ``depth`` keep their inner key order.
+
+    ClickHouse's JSON functions write an integral double as an integer (2.0 as
+    ``2``), which orjson does not: numbers with a fraction or an exponent are
+    first turned into marked strings outside the text's own strings, and
+    printed back as floats."""
+    text = f"ifNull({column}, '')"
+    marked = (
+        f"arrayStringConcat(arrayMap(tok -> if(startsWith(tok, '\"'), tok, "
+        f"replaceRegexpAll(tok, {_sql(_JSON_FLOAT)}, {_sql(_FLOAT_MARK)})), "
+        f"extractAll({text}, {_sql(_JSON_TOKEN)})))"
+    )
+    canonical = _canonical_value(f"JSONExtractRaw({marked})", depth)
+    return f"if({column} IS NULL, NULL, if(isValidJSON({text}), {canonical}, {text}))"
+
+
+# Regular expressions (RE2) and replacements as ClickHouse receives them.
+# A JSON string token, or a run of anything else (numbers, punctuation, space).
+_JSON_TOKEN = r'"(?:[^"\\]|\\.)*"|[^"]+'  # noqa: S105 (a regular expression)
+# A number with a fraction or an exponent (a double to orjson), and its mark:
+# a string "\u0001f<number>".
+_JSON_FLOAT = r"(-?[0-9]+(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))"
+_FLOAT_MARK = r'"\\u0001f\1"'
+_MARKED_FLOAT = r'"\\u0001f([^"]*)"'
+_GROUP_1 = r"\1"
+_ZEROS_AFTER_POINT = r"^0\.0*"
+_PLUS_EXPONENT = r"e+\1"
+# Where ClickHouse's JSON strings differ from orjson's: it escapes U+2028 and
+# U+2029 (orjson writes them as they are), and writes \u001F where orjson
+# writes \u001f. (A text that spells out a backslash and "u001F" itself would
+# be changed too; no tool argument does that.)
+_JSON_STRING_FIXES = (
+    ("\\u2028", "\u2028"),
+    ("\\u2029", "\u2029"),
+    *((f"\\u00{code:02X}", f"\\u00{code:02x}") for code in range(0x0A, 0x20) if code % 16 > 9),
+)
+
+
+def _sql(text: str) -> str:
+    """A ClickHouse string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _canonical_value(raw: str, depth: int) -> str:
+    if depth == 0:  # as written (compacted), marks undone
+        return f"replaceRegexpAll({raw}, {_sql(_MARKED_FLOAT)}, {_sql(_GROUP_1)})"
+    item = f"p{depth}"
+    kind = f"JSONType({raw})"
+    children = (
+        f"if({kind} = 'Object', "
+        f"arrayMap(kv -> (concat({_json_string_sql('kv.1')}, ':'), kv.2), "
+        f"arraySort(kv -> kv.1, JSONExtractKeysAndValuesRaw({raw}))), "
+        f"arrayMap(e -> ('', e), JSONExtractArrayRaw({raw})))"
+    )
+    nested = (
+        f"concat(if({kind} = 'Object', '{{', '['), arrayStringConcat(arrayMap({item} -> "
+        f"concat({item}.1, {_canonical_value(f'{item}.2', depth - 1)}), {children}), ','), "
+        f"if({kind} = 'Object', '}}', ']'))"
+    )
+    string = f"JSONExtractString({raw})"
+    return (
+        f"multiIf({kind} IN ('Object', 'Array'), {nested}, "
+        f"{kind} = 'String' AND startsWith({string}, concat(char(1), 'f')), "
+        f"{_python_float_sql(f'toFloat64OrZero(substring({string}, 3))')}, "
+        f"{kind} = 'String', {_json_string_sql(string)}, "
+        f"{raw})"
+    )
+
+
+def _json_string_sql(value: str) -> str:
+    escaped = f"toJSONString({value})"
+    for written, wanted in _JSON_STRING_FIXES:
+        escaped = f"replaceAll({escaped}, {_sql(written)}, {_sql(wanted)})"
+    return escaped
+
+
+def _python_float_sql(value: str) -> str:
+    """orjson's text of a double: positional with a ``.0`` from 1e-5 up to 1e16,
+    ``1e+16`` / ``1.5e-7`` style outside. ClickHouse prints the same shortest
+    digits, positional up to 1e21. The lambda evaluates ``value`` once."""
+    text = "toString(f)"
+    unsigned = f"replaceRegexpOne({text}, '^-', '')"
+    sign = "if(f < 0, '-', '')"
+    big_digits = f"trimRight({unsigned}, '0')"
+    big = (
+        f"concat({sign}, substring({big_digits}, 1, 1), "
+        f"if(length({big_digits}) > 1, concat('.', substring({big_digits}, 2)), ''), "
+        f"'e+', toString(length({unsigned}) - 1))"
+    )
+    small_digits = f"replaceRegexpOne({unsigned}, {_sql(_ZEROS_AFTER_POINT)}, '')"
+    small = (
+        f"concat({sign}, substring({small_digits}, 1, 1), "
+        f"if(length({small_digits}) > 1, concat('.', substring({small_digits}, 2)), ''), "
+        f"'e-', toString(length({unsigned}) - length({small_digits}) - 1))"
+    )
+    formatted = (
+        f"multiIf(position({text}, 'e') > 0, "
+        f"replaceRegexpOne({text}, 'e([0-9])', {_sql(_PLUS_EXPONENT)}), "
+        f"abs(f) >= 1e16, {big}, "
+        f"abs(f) < 1e-5 AND f != 0, {small}, "
+        f"position({text}, '.') > 0, {text}, concat({text}, '.0'))"
+    )
+    return f"arrayMap(f -> {formatted}, [{value}])[1]"
+
+
+class ClickHouseAnalyzer:
+    """The analyzer's summary, findings and SQL over a ClickHouse ``otel_traces``."""
+
+    def __init__(
+        self,
+        source: str | ClickHouseSource,
+        *,
+        table: str = DEFAULT_TABLE,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        write_tools: Sequence[str] = (),
+    ) -> None:
+        self.source = parse_source(source) if isinstance(source, str) else source
+        self._table_database, _, self._table = table.rpartition(".")
+        self._table_database = self._table_database or self.source.database
+        self._since, self._until = since, until
+        self._write_regexes: list[str] = []
+        self._materialized = False
+        self._client = _connect(self.source)
+        try:
+            self._check_table()
+            self.set_write_tools(write_tools)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def table(self) -> str:
+        """The collector's table, ``database.table``."""
+        return f"{self._table_database}.{self._table}"
+
+    def close(self) -> None:
+        """Close the connection (temporary tables go with the session)."""
+        self._client.close()
+
+    def __enter__(self) -> ClickHouseAnalyzer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- analysis --------------------------------------------------------------
+
+    def set_write_tools(self, patterns: Sequence[str]) -> None:
+        """Name the tools that write (names or glob patterns), as ``Analyzer.set_write_tools``."""
+        if isinstance(patterns, str):
+            raise TypeError("set_write_tools takes a sequence of patterns, not a string")
+        wanted = sorted(dict.fromkeys(p.strip() for p in patterns if p.strip()))
+        regexes = [glob_regex(p) for p in wanted]
+        if regexes != self._write_regexes or not self._materialized:
+            self._write_regexes = regexes
+            self._materialized = False
+
+    def findings(self, *, min_repeats: int = DEFAULT_MIN_REPEATS) -> list[Finding]:
+        """Loops, duplicate writes, idempotency conflicts and unsafe retries."""
+        if min_repeats < 2:
+            raise ValueError("min_repeats must be at least 2")
+        self._materialize()
+        sql = self._render(
+            statement("clickhouse_findings", "findings"), min_repeats="{min_repeats:UInt32}"
+        )
+        rows = self._rows(sql, {"min_repeats": min_repeats})
+        return [_finding(row) for row in rows]
+
+    def summary(self) -> dict[str, Any]:
+        """The summary figures of ``Analyzer.summary``; ``spans`` counts the rows in range."""
+        self._materialize()
+        queries = statements("clickhouse_summary")
+        totals = self._named_row(self._render(queries["totals"]))
+        spans = self._named_row(self._render(queries["spans"]))
+        by_tool: dict[str, dict[str, int]] = {}
+        for tool, status, calls in self._rows(self._render(queries["statuses_by_tool"])):
+            by_tool.setdefault(tool, {})[status] = int(calls)
+        return {
+            "table": self.table,
+            **{k: int(v) for k, v in spans.items()},
+            **{k: int(v) for k, v in totals.items() if k != "scheduled_wait_s"},
+            "scheduled_wait_s": float(totals["scheduled_wait_s"]),
+            "statuses_by_tool": by_tool,
+        }
+
+    def tool_calls(self) -> QueryResult:
+        """The tool calls in range (the rows of the ``tool_calls`` view)."""
+        self._materialize()
+        return self._query("SELECT * FROM tool_calls ORDER BY start_time, span_id")
+
+    # -- views -----------------------------------------------------------------
+
+    def create_views(self, database: str = DEFAULT_VIEWS_DATABASE) -> list[str]:
+        """Create the views ``tool_calls``, ``attempts``, ``conversations``,
+        ``findings`` in ``database``, over the collector's whole table and the
+        current write tools (``clickhouse_views.sql``): two materialized views
+        copy each new block's tool spans and conversation ids into narrow
+        tables there, filled now from the spans already stored. Running it
+        again replaces the views (new write tools) and keeps the copied rows.
+        Returns the names of the views."""
+        if database == self._table_database:
+            raise DatabaseError(
+                f"the views need a database of their own, not the collector's ({database})"
+            )
+        db = _identifier(database)
+        self._command(f"CREATE DATABASE IF NOT EXISTS {db}")
+        sql = statements("clickhouse_views")
+        parts = {
+            "db": db,
+            "tool_spans": self._render(statement("clickhouse_derive", "tool_spans"), range_sql="1"),
+            "conversations": self._render(sql["conversation_ids"]),
+            "source": f"{_identifier(self._table_database)}.{_identifier(self._table)}",
+            "settings": ", ".join(f"{k} = {v}" for k, v in _SETTINGS.items()),
+        }
+        fresh = not self._rows(
+            "SELECT name FROM system.tables WHERE database = {db:String} AND name = {t:String}",
+            {"db": database, "t": "_toolspan_tool_span_rows"},
+        )
+        for name in ("tool_span_rows", "conversation_rows"):
+            self._command(Template(sql[name]).substitute(parts))
+        for name in ("tool_spans_mv", "conversations_mv"):
+            self._command(f"DROP VIEW IF EXISTS {db}.{_identifier('_toolspan_' + name)}")
+            self._command(Template(sql[name]).substitute(parts))
+        if fresh:
+            # After the materialized views exist: a block inserted meanwhile is
+            # copied twice at worst, and read once (LIMIT 1 BY).
+            for name in ("backfill_tool_spans", "backfill_conversations"):
+                self._command(Template(sql[name]).substitute(parts))
+        write_tools = "[" + ", ".join(_sql(r) for r in self._write_regexes) + "]"
+        bodies = {
+            "_toolspan_tool_spans": Template(sql["tool_spans_view"]).substitute(parts),
+            "_toolspan_trace_conversations": Template(sql["trace_conversations_view"]).substitute(
+                parts
+            ),
+            "tool_calls": statement("clickhouse_derive", "tool_calls"),
+            "_toolspan_attempt_rows": statement("clickhouse_derive", "attempt_rows"),
+            "attempts": statement("clickhouse_derive", "attempts"),
+            "conversations": statement("clickhouse_derive", "conversations"),
+            "findings": statement("clickhouse_findings", "findings"),
+        }
+        for name, body in bodies.items():
+            rendered = _qualify(
+                self._render(
+                    body,
+                    range_sql="1",
+                    write_tools=write_tools,
+                    min_repeats=str(DEFAULT_MIN_REPEATS),
+                ),
+                db,
+            )
+            self._command(
+                f"CREATE OR REPLACE VIEW {db}.{_identifier(name)} AS {rendered}\n"
+                f"SETTINGS {parts['settings']}"
+            )
+        return list(bodies)
+
+    # -- SQL -------------------------------------------------------------------
+
+    def _render(
+        self,
+        sql: str,
+        *,
+        range_sql: str | None = None,
+        write_tools: str = "{write_tools:Array(String)}",
+        min_repeats: str = "{min_repeats:UInt32}",
+    ) -> str:
+        source = f"{_identifier(self._table_database)}.{_identifier(self._table)}"
+        sql = _CANONICAL_CALL.sub(lambda m: canonical_json_sql(m[1]), sql)
+        return Template(sql).substitute(
+            source=source,
+            range=self._range_sql() if range_sql is None else range_sql,
+            write_tools=write_tools,
+            min_repeats=min_repeats,
+        )
+
+    def _range_sql(self) -> str:
+        conditions = []
+        if self._since:
+            conditions.append("Timestamp >= {since:DateTime64(9, 'UTC')}")
+        if self._until:
+            conditions.append("Timestamp < {until:DateTime64(9, 'UTC')}")
+        return " AND ".join(conditions) or "1"
+
+    def _parameters(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"write_tools": self._write_regexes}
+        for name, moment in (("since", self._since), ("until", self._until)):
+            if moment:
+                params[name] = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        return params
+
+    def _materialize(self) -> None:
+        """The tool spans, conversations, calls and attempts in range, into
+        temporary tables of this session: every later query reads those."""
+        if self._materialized:
+            return
+        for name, stem in _STAGES:
+            self._command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
+            body = self._render(statement("clickhouse_derive", stem))
+            self._command(
+                f"CREATE TEMPORARY TABLE {name} ENGINE = Memory AS {body}", self._parameters()
+            )
+        self._materialized = True
+
+    def _check_table(self) -> None:
+        rows = self._rows(
+            "SELECT name, type FROM system.columns"
+            " WHERE database = {db:String} AND table = {t:String}",
+            {"db": self._table_database, "t": self._table},
+        )
+        if not rows:
+            raise DatabaseError(
+                f"no table {self.table} in {self.source.display()}: name the collector's traces "
+                "table with --table (clickhouseexporter's traces_table_name, default otel_traces)"
+            )
+        types = {name: type_ for name, type_ in rows}
+        wrong = [
+            f"{name} ({types.get(name, 'missing')})"
+            for name, family in _REQUIRED_COLUMNS.items()
+            if family not in _strip_type(types.get(name, ""))
+        ]
+        if wrong:
+            expected = ", ".join(f"{k} {v}" for k, v in _REQUIRED_COLUMNS.items())
+            raise DatabaseError(
+                f"{self.table} does not have the clickhouseexporter's otel_traces schema: "
+                f"{', '.join(wrong)} (expected {expected})"
+            )
+
+    def query(self, sql: str) -> QueryResult:
+        """Run one SQL query over the analysis' tables (``tool_calls`` and the
+        internal ones; the views of ``create_views`` live in their database)."""
+        self._materialize()
+        return self._query(sql, user=True)
+
+    def _query(
+        self, sql: str, params: Mapping[str, Any] | None = None, *, user: bool = False
+    ) -> QueryResult:
+        try:
+            result = self._client.query(sql, parameters=dict(params or {}), settings=_SETTINGS)
+        except Exception as exc:
+            error = QueryError if user else DatabaseError
+            raise error(_message(exc, self.source)) from None
+        return QueryResult(tuple(result.column_names), [tuple(row) for row in result.result_rows])
+
+    def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return self._query(sql, {**self._parameters(), **(params or {})}).rows
+
+    def _named_row(self, sql: str) -> dict[str, Any]:
+        result = self._query(sql, self._parameters())
+        row = result.rows[0] if result.rows else ()
+        return dict(zip(result.columns, row, strict=True))
+
+    def _command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        try:
+            self._client.command(sql, parameters=dict(params or {}) or None, settings=_SETTINGS)
+        except Exception as exc:
+            raise DatabaseError(_message(exc, self.source)) from None
+
+
+def run_sql(
+    source: str | ClickHouseSource, sql: str, *, database: str = DEFAULT_VIEWS_DATABASE
+) -> QueryResult:
+    """Run one query over the views of ``database`` (``toolspan clickhouse init``)."""
+    parsed = parse_source(source) if isinstance(source, str) else source
+    client = _connect(parsed, database=database)
+    try:
+        result = client.query(sql, settings=_SETTINGS)
+    except Exception as exc:
+        message = _message(exc, parsed)
+        if "UNKNOWN_TABLE" in message or "Unknown table" in message:
+            message += (
+                f" (create the views with: toolspan clickhouse init SOURCE --database {database})"
+            )
+        raise QueryError(message) from None
+    finally:
+        client.close()
+    return QueryResult(tuple(result.column_names), [tuple(row) for row in result.result_rows])
+
+
+def _connect(source: ClickHouseSource, *, database: str | None = None) -> Any:
+    try:
+        import clickhouse_connect
+    except ImportError:
+        raise DatabaseError(
+            "ClickHouse sources need clickhouse-connect (and chdb for chdb: sources): "
+            "pip install 'toolspan[clickhouse]'"
+        ) from None
+    try:
+        if source.kind == "chdb":
+            Path(source.path).mkdir(parents=True, exist_ok=True)
+            return clickhouse_connect.get_client(
+                dsn=f"chdb://{source.path}", database=database or source.database
+            )
+        return clickhouse_connect.get_client(
+            host=source.host,
+            port=source.port,
+            secure=source.secure,
+            username=source.username,
+            password=source.password,
+            database=database or source.database,
+            connect_timeout=10,
+        )
+    except Exception as exc:
+        raise DatabaseError(
+            f"cannot connect to {source.display()}: {_message(exc, source)}"
+        ) from None
+
+
+def _message(exc: BaseException, source: ClickHouseSource) -> str:
+    """The error's text, first lines only, with the password never in it."""
+    text = " ".join(str(exc).split())
+    if len(text) > 600:
+        text = text[:600] + " ..."
+    if source.password:
+        text = text.replace(source.password, "***")
+    return f"{type(exc).__name__}: {text}"
+
+
+def _identifier(name: str) -> str:
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def _strip_type(type_: str) -> str:
+    # LowCardinality(String) and Nullable(...) are Strings too; UInt64 is an Int.
+    return type_.replace("LowCardinality(", "").replace("Nullable(", "").replace("UInt", "Int")
+
+
+def _qualify(sql: str, database: str) -> str:
+    """Name the views' own tables with their database (views resolve names at use)."""
+    names = "|".join(name for name, _ in _STAGES)
+    return re.sub(rf"(?<![\w.`$])({names})\b", lambda m: f"{database}.{m[1]}", sql)
+
+
+def _finding(row: Sequence[Any]) -> Finding:
+    kind, conversation, tool, key, count, span_ids, trace_ids, first, last, detail = row
+    return Finding(
+        kind=kind,
+        conversation_id=conversation,
+        tool=tool,
+        idempotency_key=key,
+        count=int(count),
+        span_ids=tuple(span_ids),
+        trace_ids=tuple(trace_ids),
+        first_seen=_naive_utc(first),
+        last_seen=_naive_utc(last),
+        detail=orjson.loads(detail) if detail else {},
+    )
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    # The DuckDB path's times are naive UTC; so are these.
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+__all__ = [
+    "DEFAULT_TABLE",
+    "DEFAULT_VIEWS_DATABASE",
+    "ClickHouseAnalyzer",
+    "ClickHouseSource",
+    "canonical_json_sql",
+    "glob_regex",
+    "is_clickhouse_source",
+    "parse_source",
+    "parse_time",
+    "run_sql",
+]

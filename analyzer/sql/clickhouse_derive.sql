@@ -1,0 +1,221 @@
+-- ClickHouse: the tool spans, tool calls and attempts of the OpenTelemetry
+-- Collector's otel_traces table (clickhouseexporter), with the same rules as
+-- the DuckDB path (derive.sql). Every attribute is already text in the
+-- SpanAttributes map; an absent key reads as NULL (not the map's ''), as in
+-- DuckDB. Placeholders filled by analyzer/_clickhouse.py: $source (the
+-- collector's table), $range (the time filter), $write_tools (an
+-- Array(String) of regular expressions), and toolspan_canonical_json(column),
+-- expanded to canonical-JSON SQL (sorted keys, no whitespace).
+-- Run with join_use_nulls = 1: a row without a match reads NULL, as in DuckDB.
+
+-- name: tool_spans
+-- Ids are the exporter's lowercase hex, compared as written.
+-- Tool spans of every instrumentation (toolspan call and attempt spans, GenAI
+-- execute_tool spans, OpenInference TOOL spans), once per trace and span id
+-- however often the collector delivered them. Only these rows are read on.
+SELECT
+    trace_id,
+    span_id,
+    parent_span_id,
+    multiIf(
+        a_attempt IS NOT NULL, 'attempt',
+        scope_name = 'toolspan' OR a_status IS NOT NULL, 'toolspan',
+        a_oi_kind = 'TOOL', 'openinference',
+        'genai') AS source,
+    coalesce(a_tool_name, a_oi_tool_name, nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), '')) AS tool,
+    coalesce(a_call_id, a_oi_call_id) AS call_id,
+    coalesce(a_conversation, a_session) AS conversation_attr,
+    a_request_id AS request_id,
+    a_turn_id AS turn_id,
+    a_side_effect AS side_effect_attr,
+    a_key AS idempotency_key,
+    accurateCastOrNull(a_replayed, 'Bool') AS replayed,
+    coalesce(a_args_hash, lower(hex(SHA256(toolspan_canonical_json(arguments_text))))) AS args_fingerprint,
+    arguments_text AS arguments,
+    a_result_hash AS result_hash,
+    lower(hex(SHA256(toolspan_canonical_json(result_text)))) AS result_fingerprint,
+    a_status AS status_attr,
+    coalesce(a_error_code, a_error_type) AS error_code,
+    accurateCastOrNull(a_retryable, 'Bool') AS retryable,
+    toInt64OrNull(a_attempts) AS attempts_attr,
+    toFloat64OrNull(a_total_wait_s) AS total_wait_s,
+    toFloat64OrNull(a_retry_after_s) AS retry_after_s,
+    a_initiator AS retry_initiator,
+    toInt64OrNull(a_attempt) AS attempt,
+    a_outcome AS outcome,
+    a_read_back AS read_back,
+    toFloat64OrNull(a_delay_s) AS delay_s,
+    toFloat64OrNull(a_elapsed_wait_s) AS elapsed_wait_s,
+    a_error_type AS error_type,
+    toInt64OrNull(a_http_status) AS http_status,
+    status_code,
+    -- Microseconds, truncated, as the DuckDB path stores them.
+    fromUnixTimestamp64Micro(intDiv(start_ns, 1000), 'UTC') AS start_time,
+    fromUnixTimestamp64Micro(intDiv(start_ns + duration_ns, 1000), 'UTC') AS end_time,
+    duration_ns / 1e6 AS duration_ms
+FROM (
+    SELECT
+        TraceId AS trace_id,
+        SpanId AS span_id,
+        nullIf(ParentSpanId, '') AS parent_span_id,
+        SpanName AS name,
+        ScopeName AS scope_name,
+        upper(StatusCode) AS status_code,
+        toUnixTimestamp64Nano(Timestamp) AS start_ns,
+        toInt64(Duration) AS duration_ns,
+        if(mapContains(SpanAttributes, 'toolspan.attempt'), SpanAttributes['toolspan.attempt'], NULL) AS a_attempt,
+        if(mapContains(SpanAttributes, 'toolspan.status'), SpanAttributes['toolspan.status'], NULL) AS a_status,
+        if(mapContains(SpanAttributes, 'openinference.span.kind'), SpanAttributes['openinference.span.kind'], NULL) AS a_oi_kind,
+        if(mapContains(SpanAttributes, 'gen_ai.tool.name'), SpanAttributes['gen_ai.tool.name'], NULL) AS a_tool_name,
+        if(mapContains(SpanAttributes, 'tool.name'), SpanAttributes['tool.name'], NULL) AS a_oi_tool_name,
+        if(mapContains(SpanAttributes, 'gen_ai.tool.call.id'), SpanAttributes['gen_ai.tool.call.id'], NULL) AS a_call_id,
+        if(mapContains(SpanAttributes, 'tool_call.id'), SpanAttributes['tool_call.id'], NULL) AS a_oi_call_id,
+        if(mapContains(SpanAttributes, 'gen_ai.conversation.id'), SpanAttributes['gen_ai.conversation.id'], NULL) AS a_conversation,
+        if(mapContains(SpanAttributes, 'session.id'), SpanAttributes['session.id'], NULL) AS a_session,
+        if(mapContains(SpanAttributes, 'toolspan.request.id'), SpanAttributes['toolspan.request.id'], NULL) AS a_request_id,
+        if(mapContains(SpanAttributes, 'toolspan.turn.id'), SpanAttributes['toolspan.turn.id'], NULL) AS a_turn_id,
+        if(mapContains(SpanAttributes, 'toolspan.side_effect'), SpanAttributes['toolspan.side_effect'], NULL) AS a_side_effect,
+        if(mapContains(SpanAttributes, 'toolspan.idempotency.key'), SpanAttributes['toolspan.idempotency.key'], NULL) AS a_key,
+        if(mapContains(SpanAttributes, 'toolspan.idempotency.replayed'), SpanAttributes['toolspan.idempotency.replayed'], NULL) AS a_replayed,
+        if(mapContains(SpanAttributes, 'toolspan.args.hash'), SpanAttributes['toolspan.args.hash'], NULL) AS a_args_hash,
+        coalesce(
+            if(mapContains(SpanAttributes, 'gen_ai.tool.call.arguments'), SpanAttributes['gen_ai.tool.call.arguments'], NULL),
+            if(mapContains(SpanAttributes, 'input.value'), SpanAttributes['input.value'], NULL)) AS arguments_text,
+        coalesce(
+            if(mapContains(SpanAttributes, 'gen_ai.tool.call.result'), SpanAttributes['gen_ai.tool.call.result'], NULL),
+            if(mapContains(SpanAttributes, 'output.value'), SpanAttributes['output.value'], NULL)) AS result_text,
+        if(mapContains(SpanAttributes, 'toolspan.result.hash'), SpanAttributes['toolspan.result.hash'], NULL) AS a_result_hash,
+        if(mapContains(SpanAttributes, 'toolspan.error_code'), SpanAttributes['toolspan.error_code'], NULL) AS a_error_code,
+        if(mapContains(SpanAttributes, 'error.type'), SpanAttributes['error.type'], NULL) AS a_error_type,
+        if(mapContains(SpanAttributes, 'toolspan.retryable'), SpanAttributes['toolspan.retryable'], NULL) AS a_retryable,
+        if(mapContains(SpanAttributes, 'toolspan.attempts'), SpanAttributes['toolspan.attempts'], NULL) AS a_attempts,
+        if(mapContains(SpanAttributes, 'toolspan.total_wait_s'), SpanAttributes['toolspan.total_wait_s'], NULL) AS a_total_wait_s,
+        if(mapContains(SpanAttributes, 'toolspan.retry_after_s'), SpanAttributes['toolspan.retry_after_s'], NULL) AS a_retry_after_s,
+        if(mapContains(SpanAttributes, 'toolspan.retry.initiator'), SpanAttributes['toolspan.retry.initiator'], NULL) AS a_initiator,
+        if(mapContains(SpanAttributes, 'toolspan.attempt.outcome'), SpanAttributes['toolspan.attempt.outcome'], NULL) AS a_outcome,
+        if(mapContains(SpanAttributes, 'toolspan.read_back'), SpanAttributes['toolspan.read_back'], NULL) AS a_read_back,
+        if(mapContains(SpanAttributes, 'toolspan.retry.delay_s'), SpanAttributes['toolspan.retry.delay_s'], NULL) AS a_delay_s,
+        if(mapContains(SpanAttributes, 'toolspan.retry.elapsed_wait_s'), SpanAttributes['toolspan.retry.elapsed_wait_s'], NULL) AS a_elapsed_wait_s,
+        if(mapContains(SpanAttributes, 'http.response.status_code'), SpanAttributes['http.response.status_code'], NULL) AS a_http_status
+    FROM $source
+    WHERE $range
+      AND (mapContains(SpanAttributes, 'toolspan.attempt')
+           OR SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
+           OR startsWith(SpanName, 'execute_tool')
+           OR SpanAttributes['openinference.span.kind'] = 'TOOL')
+    LIMIT 1 BY TraceId, SpanId
+)
+
+-- name: trace_conversations
+-- A trace's conversation (the least id on any of its spans in range), for the
+-- tool spans that do not carry one themselves. Only traces with tool spans.
+SELECT TraceId AS trace_id, min(coalesce(
+        if(mapContains(SpanAttributes, 'gen_ai.conversation.id'), SpanAttributes['gen_ai.conversation.id'], NULL),
+        SpanAttributes['session.id'])) AS conversation_id
+FROM $source
+WHERE $range
+  AND (mapContains(SpanAttributes, 'gen_ai.conversation.id') OR mapContains(SpanAttributes, 'session.id'))
+  AND TraceId IN (SELECT trace_id FROM _toolspan_tool_spans)
+GROUP BY trace_id
+
+-- name: tool_calls
+-- One row per logical tool call. The same call seen by two instrumentations
+-- (e.g. Pydantic AI's execute_tool span around toolspan's call span) is one
+-- call: the richer span (toolspan > genai > openinference) is kept when the
+-- two are parent and child or share the tool-call id.
+WITH call_key AS (
+    SELECT
+        trace_id, span_id, parent_span_id, call_id, tool,
+        multiIf(source = 'toolspan', 3, source = 'genai', 2, 1) AS richness
+    FROM _toolspan_tool_spans
+    WHERE source <> 'attempt'
+),
+dominated AS (
+    SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
+    FROM call_key AS weak
+    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
+    WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
+    UNION DISTINCT
+    SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
+    FROM call_key AS weak
+    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
+    WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
+    UNION DISTINCT
+    SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
+    FROM call_key AS weak
+    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
+    WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
+),
+attempt_count AS (
+    SELECT trace_id, parent_span_id AS span_id, toInt64(count()) AS attempts
+    FROM _toolspan_tool_spans
+    WHERE source = 'attempt'
+    GROUP BY trace_id, parent_span_id
+),
+call AS (
+    SELECT
+        c.trace_id AS trace_id, c.span_id AS span_id, c.parent_span_id AS parent_span_id,
+        c.request_id AS request_id, c.turn_id AS turn_id, c.tool AS tool, c.call_id AS call_id,
+        c.idempotency_key AS idempotency_key, c.replayed AS replayed,
+        c.args_fingerprint AS args_fingerprint, c.arguments AS arguments,
+        c.result_hash AS result_hash, c.result_fingerprint AS result_fingerprint,
+        c.error_code AS error_code, c.status_code AS status_code, c.retryable AS retryable,
+        c.total_wait_s AS total_wait_s, c.retry_after_s AS retry_after_s,
+        c.retry_initiator AS retry_initiator, c.start_time AS start_time, c.end_time AS end_time,
+        c.duration_ms AS duration_ms, c.source AS source,
+        coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
+        multiIf(
+            c.tool IS NOT NULL AND arrayExists(pattern -> match(assumeNotNull(c.tool), pattern), $write_tools), 'write',
+            c.side_effect_attr IS NOT NULL OR c.source = 'toolspan', c.side_effect_attr,
+            notEmpty($write_tools), 'none',
+            NULL) AS side_effect,
+        coalesce(c.status_attr, if(c.status_code = 'ERROR', 'error', 'succeeded')) AS status,
+        coalesce(c.attempts_attr, ac.attempts, if(c.source = 'toolspan', 0, 1)) AS attempts
+    FROM _toolspan_tool_spans AS c
+    LEFT JOIN _toolspan_trace_conversations AS tc ON tc.trace_id = c.trace_id
+    LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
+    WHERE c.source <> 'attempt'
+      AND (c.trace_id, c.span_id) NOT IN (SELECT trace_id, span_id FROM dominated)
+)
+SELECT
+    trace_id, span_id, parent_span_id, conversation_id, request_id, turn_id, tool, call_id,
+    side_effect, idempotency_key, coalesce(replayed, false) AS replayed, args_fingerprint,
+    arguments,
+    -- The loop answer: the result on success, the error code on failure.
+    if(status = 'succeeded',
+       coalesce(result_hash, result_fingerprint, 'ok'),
+       coalesce(error_code, status_code)) AS answer,
+    coalesce(result_hash, result_fingerprint) AS result_hash,
+    status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
+    start_time, end_time, duration_ms, source
+FROM call
+
+-- name: attempt_rows
+SELECT
+    a.trace_id AS trace_id, a.span_id AS span_id, a.parent_span_id AS call_span_id,
+    coalesce(a.conversation_attr, tc.conversation_id, a.trace_id) AS conversation_id,
+    a.tool AS tool, a.attempt AS attempt, a.outcome AS outcome, a.delay_s AS delay_s,
+    a.elapsed_wait_s AS elapsed_wait_s, a.error_type AS error_type, a.http_status AS http_status,
+    a.status_code AS status_code, a.start_time AS start_time, a.end_time AS end_time,
+    a.duration_ms AS duration_ms, a.read_back AS read_back
+FROM _toolspan_tool_spans AS a
+LEFT JOIN _toolspan_trace_conversations AS tc ON tc.trace_id = a.trace_id
+WHERE a.source = 'attempt'
+
+-- name: attempts
+SELECT
+    trace_id, span_id, call_span_id, conversation_id, tool, attempt, outcome, delay_s,
+    elapsed_wait_s, error_type, http_status, status_code, start_time, end_time, duration_ms
+FROM _toolspan_attempt_rows
+
+-- name: conversations
+SELECT
+    conversation_id,
+    count() AS calls,
+    sum(attempts) AS attempts,
+    countIf(status <> 'succeeded') AS failed_calls,
+    min(start_time) AS first_seen,
+    max(end_time) AS last_seen,
+    arraySort(groupUniqArray(tool)) AS tools
+FROM tool_calls
+GROUP BY conversation_id

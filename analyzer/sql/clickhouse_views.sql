@@ -1,0 +1,54 @@
+-- ClickHouse: what `toolspan clickhouse init` creates in the views database
+-- ($db). The collector's table ($source) gets two materialized views that
+-- copy, from every block the collector inserts, its tool spans and the
+-- conversation ids of its spans into two narrow tables of $db; the views
+-- tool_calls, attempts, conversations and findings read those (deduplicated
+-- by trace and span id), never the raw spans. The collector's table is read,
+-- never written. docs/clickhouse.md has the trade-offs.
+
+-- name: tool_span_rows
+CREATE TABLE IF NOT EXISTS $db._toolspan_tool_span_rows
+ENGINE = ReplacingMergeTree
+PARTITION BY toDate(start_time)
+ORDER BY (trace_id, span_id)
+EMPTY AS $tool_spans
+
+-- name: conversation_rows
+CREATE TABLE IF NOT EXISTS $db._toolspan_conversation_rows
+ENGINE = ReplacingMergeTree
+ORDER BY (trace_id, conversation_id)
+EMPTY AS $conversations
+
+-- name: tool_spans_mv
+-- With the analyzer's settings: the collector's inserts run with their own.
+CREATE MATERIALIZED VIEW $db._toolspan_tool_spans_mv TO $db._toolspan_tool_span_rows
+AS $tool_spans
+SETTINGS $settings
+
+-- name: conversations_mv
+CREATE MATERIALIZED VIEW $db._toolspan_conversations_mv TO $db._toolspan_conversation_rows
+AS $conversations
+SETTINGS $settings
+
+-- name: backfill_tool_spans
+INSERT INTO $db._toolspan_tool_span_rows $tool_spans
+
+-- name: backfill_conversations
+INSERT INTO $db._toolspan_conversation_rows $conversations
+
+-- name: conversation_ids
+-- Every span's conversation id (the MV's rows): conversations of traces.
+SELECT TraceId AS trace_id, coalesce(
+        if(mapContains(SpanAttributes, 'gen_ai.conversation.id'), SpanAttributes['gen_ai.conversation.id'], NULL),
+        SpanAttributes['session.id']) AS conversation_id
+FROM $source
+WHERE mapContains(SpanAttributes, 'gen_ai.conversation.id') OR mapContains(SpanAttributes, 'session.id')
+
+-- name: tool_spans_view
+SELECT * FROM $db._toolspan_tool_span_rows LIMIT 1 BY trace_id, span_id
+
+-- name: trace_conversations_view
+SELECT trace_id, min(conversation_id) AS conversation_id
+FROM $db._toolspan_conversation_rows
+WHERE trace_id IN (SELECT trace_id FROM $db._toolspan_tool_spans)
+GROUP BY trace_id

@@ -1,0 +1,525 @@
+"""The analyzer over ClickHouse's otel_traces: the same findings and summary as
+the DuckDB path on the same traces, computed in the real engine (embedded chDB,
+through the same clickhouse-connect client that talks to a server). With
+CLICKHOUSE_URL set (clickhouse://user:password@host:8123), every test here also
+runs against that server."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from tests import clickhouse_otel
+from toolspan.analyzer import Analyzer, AnalyzerError, DatabaseError, Finding, QueryError
+from toolspan.analyzer._clickhouse import (
+    _SETTINGS,
+    ClickHouseAnalyzer,
+    canonical_json_sql,
+    glob_regex,
+    parse_source,
+    parse_time,
+    run_sql,
+)
+from toolspan.analyzer._inputs import resolve
+from toolspan.cli import main
+
+from .conftest import Recorder
+from .test_analyzer_frameworks import _scripted_agent
+
+clickhouse_connect = pytest.importorskip("clickhouse_connect")
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+# Summary figures that describe trace files, which a ClickHouse table does not have.
+FILE_FIGURES = {"files", "lines", "bad_lines", "spans"}
+
+
+class Backend:
+    """One ClickHouse engine: a database per test, holding the exporter's otel_traces."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base  # a source URL without a database
+
+    def source(self, database: str) -> str:
+        if self.base.startswith("chdb:"):
+            return f"{self.base}?database={database}"
+        return f"{self.base.rstrip('/')}/{database}"
+
+    def client(self, database: str = "default") -> Any:
+        parsed = parse_source(self.source(database))
+        if parsed.kind == "chdb":
+            return clickhouse_connect.get_client(dsn=f"chdb://{parsed.path}", database=database)
+        return clickhouse_connect.get_client(
+            host=parsed.host,
+            port=parsed.port,
+            secure=parsed.secure,
+            username=parsed.username,
+            password=parsed.password,
+        )
+
+
+@pytest.fixture(scope="session")
+def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # One embedded engine per process (chDB's rule): every test shares this
+    # directory and works in a database of its own.
+    return tmp_path_factory.mktemp("chdb")
+
+
+@pytest.fixture(
+    scope="session",
+    params=[
+        "chdb",
+        pytest.param(
+            "server",
+            marks=pytest.mark.skipif(
+                not os.environ.get("CLICKHOUSE_URL"), reason="CLICKHOUSE_URL is not set"
+            ),
+        ),
+    ],
+)
+def backend(request: pytest.FixtureRequest, chdb_dir: Path) -> Backend:
+    if request.param == "chdb":
+        return Backend(f"chdb:{chdb_dir}")
+    return Backend(os.environ["CLICKHOUSE_URL"])
+
+
+class Table:
+    """The collector's otel_traces in a fresh database, and a loader for it."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.database = f"t_{uuid.uuid4().hex[:12]}"
+        self.client = backend.client()
+        self.client.command(f"CREATE DATABASE {self.database}")
+        clickhouse_otel.create_table(self.client, f"{self.database}.otel_traces")
+
+    @property
+    def source(self) -> str:
+        return self.backend.source(self.database)
+
+    def load(self, *paths: Path) -> int:
+        rows = clickhouse_otel.rows_from_files(resolve(list(paths)))
+        clickhouse_otel.insert_rows(self.client, rows, f"{self.database}.otel_traces")
+        return len(rows)
+
+    def count(self) -> int:
+        return int(
+            self.client.query(f"SELECT count() FROM {self.database}.otel_traces").result_rows[0][0]
+        )
+
+    def drop(self) -> None:
+        self.client.command(f"DROP DATABASE IF EXISTS {self.database}")
+        self.client.command("DROP DATABASE IF EXISTS toolspan_views_" + self.database)
+        self.client.close()
+
+
+@pytest.fixture
+def table(backend: Backend) -> Iterator[Table]:
+    created = Table(backend)
+    try:
+        yield created
+    finally:
+        created.drop()
+
+
+def _comparable(findings: list[Finding]) -> list[dict[str, Any]]:
+    """Findings as JSON, in one order. ``arguments`` is any one of a group's
+    arguments (they share a fingerprint): compared in canonical form."""
+    out = []
+    for finding in findings:
+        record = finding.to_json()
+        arguments = record["detail"].get("arguments")
+        if isinstance(arguments, str):
+            try:
+                record["detail"]["arguments"] = orjson.dumps(
+                    orjson.loads(arguments), option=orjson.OPT_SORT_KEYS
+                ).decode()
+            except orjson.JSONDecodeError:
+                pass
+        out.append(record)
+    return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def _duck(
+    paths: list[Path], *, write_tools: list[str] | None = None, min_repeats: int = 3
+) -> tuple[dict[str, Any], list[Finding]]:
+    with Analyzer() as az:
+        if write_tools:
+            az.set_write_tools(write_tools)
+        az.ingest(paths)
+        return az.summary(), az.findings(min_repeats=min_repeats)
+
+
+def _assert_same(
+    table: Table, paths: list[Path], *, write_tools: list[str] | None = None, min_repeats: int = 3
+) -> list[Finding]:
+    duck_summary, duck_findings = _duck(paths, write_tools=write_tools, min_repeats=min_repeats)
+    with ClickHouseAnalyzer(table.source, write_tools=write_tools or ()) as az:
+        summary, findings = az.summary(), az.findings(min_repeats=min_repeats)
+    assert summary["table"] == f"{table.database}.otel_traces"
+    assert summary["spans"] == table.count()
+    assert {k: v for k, v in summary.items() if k not in {"table", "spans"}} == {
+        k: v for k, v in duck_summary.items() if k not in FILE_FIGURES
+    }
+    assert _comparable(findings) == _comparable(duck_findings)
+    return findings
+
+
+# -- the same results as the DuckDB path ---------------------------------------------
+
+
+def test_every_finding_kind_and_the_summary_equal_the_duckdb_path(
+    table: Table, scenario: dict[str, object]
+) -> None:
+    paths = [scenario["dir"]]  # type: ignore[list-item]
+    table.load(*paths)
+    findings = _assert_same(table, paths)
+    # Not vacuous: every kind and the look-alikes' absence are in the comparison.
+    assert {f.kind for f in findings} == {
+        "loop",
+        "duplicate_write",
+        "idempotency_conflict",
+        "unsafe_retry",
+    }
+    assert len(findings) == 11
+    loops = {(f.conversation_id, f.tool) for f in findings if f.kind == "loop"}
+    assert ("c-genai", "weather") in loops  # three spellings of one JSON argument
+    assert not any(c.startswith(("c-across", "c-twice", "c-poll", "c-retry")) for c, _ in loops)
+    # Other write tools and another loop threshold change both paths alike.
+    findings = _assert_same(table, paths, write_tools=["create_*"], min_repeats=2)
+    assert ("c-genai", "create_ticket") in {
+        (f.conversation_id, f.tool) for f in findings if f.kind == "duplicate_write"
+    }
+
+
+@pytest.mark.parametrize("sample", ["bicycle", "agent_run"])
+def test_the_sample_traces_give_the_same_results(table: Table, sample: str) -> None:
+    paths = [SAMPLES / sample / "traces.jsonl"]
+    table.load(*paths)
+    findings = _assert_same(table, paths, write_tools=["send_*", "refund_*"])
+    # The bicycle cases are single calls (retries inside them); the support desk has problems.
+    assert bool(findings) == (sample == "agent_run")
+
+
+def test_framework_spans_and_two_instrumentations_of_one_call(table: Table, tmp_path: Path) -> None:
+    # Real Pydantic AI spans (scripted model): a loop from its own execute_tool spans.
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(tmp_path / "pai.jsonl"))))
+    _scripted_agent([{"sku": "A1"}] * 3, provider).run_sync("stock?", conversation_id="conv-a")
+    provider.shutdown()
+    rec = Recorder()
+    with rec.conversation("c2"):
+        for _ in range(3):
+            with rec.span(
+                "execute_tool search",
+                scope="pydantic-ai",
+                **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"},
+            ):
+                rec.toolspan_call("search", "c2", {"q": "x"}, result=1)
+    # Arguments whose canonical form needs every rule: nested keys, unicode,
+    # escapes, floats (2.0 and 1e-7), booleans, null, arrays of objects.
+    first = '{"b": {"y": [1, 2.0, {"k": null}], "x": "é\\n/"}, "a": true, "c": 1e-7}'
+    with rec.conversation("c-json"):
+        for text in (
+            first,
+            '{"a":true,"c":1E-7,"b":{"x":"\\u00e9\\n\\/","y":[1,2.00,{"k":null}]}}',
+            # 2 is not 2.0 (as in orjson): another call.
+            '{ "c": 0.0000001, "a": true, "b": { "x": "é\\n/", "y": [1, 2, {"k": null}] } }',
+            first,
+        ):
+            rec.genai_tool("geo", text, '{"ok": 1.5}', conversation="c-json")
+    Recorder.write(tmp_path / "t.jsonl", rec.take())
+    table.load(tmp_path)
+    findings = _assert_same(table, [tmp_path])
+    assert {(f.kind, f.conversation_id, f.tool, f.count) for f in findings} >= {
+        ("loop", "conv-a", "get_stock", 3),
+        ("loop", "c2", "search", 3),
+    }
+    with ClickHouseAnalyzer(table.source) as az:
+        sources = dict(az.query("SELECT source, count() FROM tool_calls GROUP BY source").rows)
+        calls = az.query("SELECT span_id, args_fingerprint, answer FROM tool_calls ORDER BY 1").rows
+        # The views (copied by the materialized views as the spans arrive, and
+        # by the backfill) fingerprint as the analysis does.
+        az.create_views("toolspan_views_" + table.database)
+        table.load(tmp_path)  # the same spans again, through the materialized views
+    assert sources["toolspan"] == 3  # the framework span around each call is dominated
+    query = "SELECT span_id, args_fingerprint, answer FROM tool_calls ORDER BY 1"
+    assert run_sql(table.source, query, database="toolspan_views_" + table.database).rows == calls
+    assert [f.count for f in findings if f.conversation_id == "c-json"] == [3]
+
+
+def test_duplicate_deliveries_count_once(table: Table, scenario: dict[str, object]) -> None:
+    paths = [scenario["dir"]]  # type: ignore[list-item]
+    first = table.load(*paths)
+    table.load(*paths)  # the collector retried the whole export
+    assert table.count() == 2 * first
+    _assert_same(table, paths)
+
+
+def test_the_time_range_selects_spans_by_start(table: Table, scenario: dict[str, object]) -> None:
+    paths = [scenario["dir"]]  # type: ignore[list-item]
+    table.load(*paths)
+    with ClickHouseAnalyzer(table.source) as az:
+        times = az.query(
+            "SELECT conversation_id, min(start_time), max(end_time) FROM tool_calls"
+            " GROUP BY conversation_id"
+        ).rows
+    span = {conversation: (first, last) for conversation, first, last in times}
+    since = span["c-write"][0]
+    until = span["c-unsafe"][0]  # exclusive: c-unsafe is out
+    with ClickHouseAnalyzer(
+        table.source, since=since.replace(tzinfo=None), until=until.replace(tzinfo=None)
+    ) as az:
+        conversations = {
+            row[0] for row in az.query("SELECT DISTINCT conversation_id FROM tool_calls").rows
+        }
+        kinds = {f.kind for f in az.findings()}
+        summary = az.summary()
+    assert conversations == {"c-write", "c-conflict"}
+    assert kinds == {"duplicate_write", "idempotency_conflict"}
+    assert summary["spans"] < table.count()
+    # A range with nothing in it: empty, not an error.
+    with ClickHouseAnalyzer(table.source, until=span["c-loop"][0] - timedelta(days=1)) as az:
+        assert az.findings() == []
+        assert az.summary()["calls"] == 0
+
+
+# -- views, SQL and the command line ---------------------------------------------------
+
+
+def test_views_have_the_duckdb_names_and_columns_and_rows(
+    table: Table, scenario: dict[str, object]
+) -> None:
+    paths = [scenario["dir"]]  # type: ignore[list-item]
+    table.load(*paths)
+    views_db = "toolspan_views_" + table.database
+    before = table.count()
+    with ClickHouseAnalyzer(table.source) as az:
+        created = az.create_views(views_db)
+    assert {"tool_calls", "attempts", "conversations", "findings"} <= set(created)
+    assert table.count() == before  # the collector's table is only read
+    with Analyzer() as duck:
+        duck.ingest(paths)
+        for view in ("tool_calls", "attempts", "conversations", "findings"):
+            expected = duck.query(f"SELECT * FROM {view} LIMIT 0").columns
+            got = run_sql(table.source, f"SELECT * FROM {view} LIMIT 0", database=views_db)
+            assert got.columns == expected, view
+        duck_counts = duck.query(
+            "SELECT kind, conversation_id, tool, count FROM findings ORDER BY ALL"
+        ).rows
+        duck_conversations = duck.query(
+            "SELECT conversation_id, calls, attempts, failed_calls FROM conversations ORDER BY 1"
+        ).rows
+    got = run_sql(
+        table.source,
+        "SELECT kind, conversation_id, tool, count FROM findings ORDER BY ALL",
+        database=views_db,
+    )
+    assert got.rows == duck_counts
+    got = run_sql(
+        table.source,
+        "SELECT conversation_id, calls, attempts, failed_calls FROM conversations ORDER BY 1",
+        database=views_db,
+    )
+    assert got.rows == duck_conversations
+    # New spans show in the views at once (plain views).
+    table.load(SAMPLES / "bicycle" / "traces.jsonl")
+    after = run_sql(table.source, "SELECT count() FROM tool_calls", database=views_db).rows
+    assert after[0][0] > sum(row[1] for row in duck_conversations)
+
+
+def test_cli_analyze_sql_and_init(
+    table: Table, scenario: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = [scenario["dir"]]  # type: ignore[list-item]
+    table.load(*paths)
+    assert main(["analyze", str(scenario["dir"]), "--format", "json"]) == 0
+    duck = json.loads(capsys.readouterr().out)
+    code = main(["analyze", table.source, "--format", "json", "--fail-on", "unsafe_retry"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert out["summary"]["calls"] == duck["summary"]["calls"]
+    assert [(f["kind"], f["conversation_id"], f["count"]) for f in out["findings"]] == [
+        (f["kind"], f["conversation_id"], f["count"]) for f in duck["findings"]
+    ]
+    assert main(["analyze", table.source, "--table", "otel_traces", "--format", "markdown"]) == 0
+    assert "## Findings" in capsys.readouterr().out
+    views_db = "toolspan_views_" + table.database
+    assert main(["clickhouse", "init", table.source, "--database", views_db]) == 0
+    assert "tool_calls" in capsys.readouterr().out
+    query = "SELECT tool, count() AS n FROM tool_calls WHERE tool = 'search' GROUP BY tool"
+    assert (
+        main(["sql", query, "--source", table.source, "--database", views_db, "--format", "json"])
+        == 0
+    )
+    searches = sum(v for s, v in duck["summary"]["statuses_by_tool"]["search"].items())
+    assert json.loads(capsys.readouterr().out) == [{"tool": "search", "n": searches}]
+
+
+# -- clear errors ------------------------------------------------------------------------
+
+
+def test_missing_table_and_wrong_schema_are_clear(table: Table) -> None:
+    with pytest.raises(DatabaseError, match=r"no table .*nope.*--table"):
+        ClickHouseAnalyzer(table.source, table="nope")
+    table.client.command(
+        f"CREATE TABLE {table.database}.logs (Timestamp DateTime64(9), Body String) ENGINE = Memory"
+    )
+    with pytest.raises(
+        DatabaseError,
+        match=r"does not have the clickhouseexporter's otel_traces schema: .*TraceId \(missing\)",
+    ):
+        ClickHouseAnalyzer(table.source, table="logs")
+    with pytest.raises(QueryError, match="clickhouse init"):
+        run_sql(table.source, "SELECT * FROM findings", database=table.database)
+
+
+def test_an_unreachable_server_is_an_error_without_the_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = "clickhouse://alice:s3cr3t-pw@127.0.0.1:9/otel"  # port 9 (discard): nothing listens
+    with pytest.raises(AnalyzerError) as caught:
+        ClickHouseAnalyzer(source)
+    assert "cannot connect to clickhouse://127.0.0.1:9/otel" in str(caught.value)
+    assert "s3cr3t-pw" not in str(caught.value)
+    assert main(["analyze", source]) == 2
+    err = capsys.readouterr().err
+    assert "cannot connect" in err
+    assert "s3cr3t-pw" not in err
+
+
+def test_sources_and_credentials() -> None:
+    env = {"CLICKHOUSE_USER": "bob", "CLICKHOUSE_PASSWORD": "from-env"}
+    src = parse_source("clickhouses://ch.internal/otel", env)
+    assert (src.kind, src.host, src.port, src.secure, src.database) == (
+        "https"[:0] or "http",
+        "ch.internal",
+        8443,
+        True,
+        "otel",
+    )
+    assert (src.username, src.password) == ("bob", "from-env")
+    assert "from-env" not in repr(src)
+    assert "from-env" not in src.display()
+    src = parse_source("clickhouse://u:p%40ss@h:8124", env)
+    assert (src.username, src.password, src.port, src.database) == ("u", "p@ss", 8124, "default")
+    assert parse_source("chdb:/tmp/x?database=otel", {}).database == "otel"
+    with pytest.raises(DatabaseError, match="needs a host"):
+        parse_source("clickhouse:///otel", {})
+    with pytest.raises(DatabaseError, match="not a time"):
+        parse_time("yesterday")
+    assert parse_time("2026-01-31").isoformat() == "2026-01-31T00:00:00+00:00"
+    now = parse_time("2026-01-31T12:00:00+02:00")
+    assert parse_time("2h", now=now) == now - timedelta(hours=2)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "yes", "no"),
+    [
+        ("send_*", ["send_email", "send_"], ["resend_email", "Send_x"]),
+        ("refund?", ["refund1"], ["refund", "refund12"]),
+        ("[ab]*", ["a1", "b"], ["c", ""]),
+        ("[!ab]x", ["cx"], ["ax"]),
+        ("a.b+c", ["a.b+c"], ["aXb+c", "a.bbc"]),
+    ],
+)
+def test_write_tool_globs_match_as_duckdb_glob(pattern: str, yes: list[str], no: list[str]) -> None:
+    import re
+
+    import duckdb
+
+    con = duckdb.connect()
+    for name in yes + no:
+        duck = con.execute("SELECT ? GLOB ?", [name, pattern]).fetchone()[0]  # type: ignore[index]
+        assert bool(re.search(glob_regex(pattern), name)) == duck == (name in yes), name
+
+
+# -- the exporter's value mapping and canonical JSON -------------------------------------
+
+
+def test_the_exporter_value_mapping() -> None:
+    assert [clickhouse_otel.go_float(v) for v in (2.0, 0.5, 1e21, 1.5e-7, 1e20, -0.0)] == [
+        "2",
+        "0.5",
+        "1e+21",
+        "1.5e-7",
+        "100000000000000000000",
+        "-0",
+    ]
+    assert clickhouse_otel.as_string({"boolValue": True}) == "true"
+    assert clickhouse_otel.as_string({"intValue": "42"}) == "42"
+    assert (
+        clickhouse_otel.as_string(
+            {
+                "kvlistValue": {
+                    "values": [
+                        {"key": "b", "value": {"doubleValue": 2.0}},
+                        {"key": "a", "value": {"stringValue": "<&>"}},
+                    ]
+                }
+            }
+        )
+        == '{"a":"<&>","b":2}'
+    )
+    assert (
+        clickhouse_otel.as_string(
+            {"arrayValue": {"values": [{"intValue": "1"}, {"boolValue": False}]}}
+        )
+        == "[1,false]"
+    )
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(st.characters(exclude_categories=("Cs",)), max_size=6), children, max_size=4
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@pytest.fixture(scope="module")
+def engine(chdb_dir: Path) -> Iterator[Any]:
+    client = clickhouse_connect.get_client(dsn=f"chdb://{chdb_dir}")
+    yield client
+    client.close()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=_json, spaced=st.booleans())
+def test_canonical_json_in_clickhouse_is_orjsons(engine: Any, value: Any, spaced: bool) -> None:
+    """Property: ClickHouse's canonical JSON of any JSON text is the DuckDB
+    path's (orjson with sorted keys), whatever the spacing and key order."""
+    text = json.dumps(value, indent=1 if spaced else None, ensure_ascii=spaced)
+    expected = orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode()
+    sql = f"SELECT {canonical_json_sql('t')} FROM (SELECT {{t:String}} AS t)"
+    got = engine.query(sql, parameters={"t": text}, settings=_SETTINGS).result_rows[0][0]
+    assert got == expected
+
+
+def test_text_that_is_not_json_stays_as_it_is(engine: Any) -> None:
+    sql = f"SELECT {canonical_json_sql('t')} FROM (SELECT {{t:String}} AS t)"
+    for text in ("Paris is...", "{broken", ""):
+        assert (
+            engine.query(sql, parameters={"t": text}, settings=_SETTINGS).result_rows[0][0] == text
+        )
