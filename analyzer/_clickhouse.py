@@ -24,21 +24,23 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
+from .._sql import Statements, load_statements
 from ._errors import DatabaseError, QueryError
 from ._model import Finding, QueryResult
-from ._sql import statement, statements
 
 DEFAULT_TABLE = "otel_traces"
 DEFAULT_VIEWS_DATABASE = "toolspan"
 DEFAULT_MIN_REPEATS = 3
 SCHEMES = ("clickhouse://", "clickhouses://", "chdb:")
 # Settings every statement runs with: a LEFT JOIN without a match reads NULL (as
-# in DuckDB); a column's name means the column even where a SELECT alias has
-# the same name (as in DuckDB: `min(tool) AS tool ... GROUP BY tool`); 64-bit
-# integers in the findings' JSON detail stay numbers; JSON strings keep "/" as
-# orjson writes it (canonical JSON).
+# in DuckDB); IN compares NULLs as equal (IS NOT DISTINCT FROM); a column's
+# name means the column even where a SELECT alias has the same name (as in
+# DuckDB: `min(tool) AS tool ... GROUP BY tool`); 64-bit integers in the
+# findings' JSON detail stay numbers; JSON strings keep "/" as orjson writes
+# it (canonical JSON).
 _SETTINGS: dict[str, Any] = {
     "join_use_nulls": 1,
+    "transform_null_in": 1,
     "prefer_column_name_to_alias": 1,
     "output_format_json_quote_64bit_integers": 0,
     "output_format_json_escape_forward_slashes": 0,
@@ -64,6 +66,17 @@ _STAGES = (
     ("tool_calls", "tool_calls"),
     ("_toolspan_attempt_rows", "attempt_rows"),
 )
+
+
+def statements(file_stem: str) -> Statements:
+    """The named statements of ``sql/<file_stem>.sql``."""
+    return load_statements(__package__, f"sql/{file_stem}.sql")
+
+
+def statement(file_stem: str, name: str) -> str:
+    return statements(file_stem)[name]
+
+
 _CANONICAL_CALL = re.compile(r"toolspan_canonical_json\((\w+)\)")
 # How deep canonical JSON sorts keys; deeper values compare as written.
 CANONICAL_DEPTH = 6

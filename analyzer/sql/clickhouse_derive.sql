@@ -44,6 +44,7 @@ SELECT
     toInt64OrNull(a_attempt) AS attempt,
     a_outcome AS outcome,
     a_read_back AS read_back,
+    a_resource_key AS resource_key,
     toFloat64OrNull(a_delay_s) AS delay_s,
     toFloat64OrNull(a_elapsed_wait_s) AS elapsed_wait_s,
     a_error_type AS error_type,
@@ -94,6 +95,7 @@ FROM (
         if(mapContains(SpanAttributes, 'toolspan.retry.initiator'), SpanAttributes['toolspan.retry.initiator'], NULL) AS a_initiator,
         if(mapContains(SpanAttributes, 'toolspan.attempt.outcome'), SpanAttributes['toolspan.attempt.outcome'], NULL) AS a_outcome,
         if(mapContains(SpanAttributes, 'toolspan.read_back'), SpanAttributes['toolspan.read_back'], NULL) AS a_read_back,
+        if(mapContains(SpanAttributes, 'toolspan.resource.key'), SpanAttributes['toolspan.resource.key'], NULL) AS a_resource_key,
         if(mapContains(SpanAttributes, 'toolspan.retry.delay_s'), SpanAttributes['toolspan.retry.delay_s'], NULL) AS a_delay_s,
         if(mapContains(SpanAttributes, 'toolspan.retry.elapsed_wait_s'), SpanAttributes['toolspan.retry.elapsed_wait_s'], NULL) AS a_elapsed_wait_s,
         if(mapContains(SpanAttributes, 'http.response.status_code'), SpanAttributes['http.response.status_code'], NULL) AS a_http_status
@@ -163,6 +165,7 @@ call AS (
         c.total_wait_s AS total_wait_s, c.retry_after_s AS retry_after_s,
         c.retry_initiator AS retry_initiator, c.start_time AS start_time, c.end_time AS end_time,
         c.duration_ms AS duration_ms, c.source AS source,
+        c.read_back AS read_back, c.resource_key AS resource_key,
         coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
         multiIf(
             c.tool IS NOT NULL AND arrayExists(pattern -> match(assumeNotNull(c.tool), pattern), $write_tools), 'write',
@@ -187,7 +190,7 @@ SELECT
        coalesce(error_code, status_code)) AS answer,
     coalesce(result_hash, result_fingerprint) AS result_hash,
     status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
-    start_time, end_time, duration_ms, source
+    start_time, end_time, duration_ms, source, read_back, resource_key
 FROM call
 
 -- name: attempt_rows

@@ -1,9 +1,10 @@
 -- ClickHouse: every finding, with the rules of findings.sql (docs/analyzer.md),
 -- over tool_calls and _toolspan_attempt_rows. One row per finding; detail is
--- JSON text (a named tuple through toJSONString). $min_repeats is the loop
--- threshold. Lists are ordered as DuckDB's list(... ORDER BY start_time,
--- span_id): groupArray of (start_time, span_id, value) tuples, sorted.
--- Run with join_use_nulls = 1 and output_format_json_quote_64bit_integers = 0.
+-- JSON text (a named tuple through toJSONString), explanation included, in
+-- the DuckDB path's words. $min_repeats is the loop threshold. Lists are
+-- ordered as DuckDB's list(... ORDER BY start_time, span_id): groupArray of
+-- (start_time, span_id, value) tuples, sorted. Run with the analyzer's
+-- settings (_clickhouse.py: join_use_nulls, transform_null_in, ...).
 
 -- name: findings
 WITH
@@ -33,12 +34,16 @@ loop AS (
         count, span_ids, trace_ids, first_seen, last_seen,
         toJSONString(CAST(
             (args_fingerprint, arguments, answer, attempts, round(wasted_ms, 3), round(wasted_wait_s, 3),
+             format(
+                 '{} ran {} times with the same arguments and got the same answer each time: '
+                 || 'give the model that answer instead of letting it ask again (or block the repeat).',
+                 coalesce(tool, '?'), toString(count)),
              -- Other repeated calls of the same conversation over the same time: a cycle.
              arraySort(arrayDistinct(arrayMap(o -> o.1, arrayFilter(
                  o -> o.2 <= last_seen AND first_seen <= o.3,
                  groupArray((tool, first_seen, last_seen)) OVER (PARTITION BY conversation_id)))))),
             'Tuple(args_fingerprint Nullable(String), arguments Nullable(String), answer Nullable(String),
-                   attempts Int64, wasted_ms Float64, wasted_wait_s Float64,
+                   attempts Int64, wasted_ms Float64, wasted_wait_s Float64, explanation String,
                    cycle_tools Array(Nullable(String)))')) AS detail
     FROM loop_group
 ),
@@ -56,9 +61,18 @@ duplicate_write AS (
             (arraySort(groupUniqArray(tool)),
              arraySort(groupUniqArray(args_fingerprint)),
              arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, call_id)))),
-             arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, arguments))))[1]),
+             arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, arguments))))[1],
+             format(
+                 '{} writes of {} for one action all ran: {}.',
+                 toString(count()), arrayStringConcat(arraySort(groupUniqArray(tool)), ', '),
+                 if(idempotency_key IS NULL,
+                    'give the action one idempotency key so '
+                    || 'that a repeat returns the stored result instead of writing again',
+                    'its idempotency key did not stop the repeat, so make every worker '
+                    || 'use the same shared idempotency store'))),
             'Tuple(tools Array(Nullable(String)), args_fingerprints Array(Nullable(String)),
-                   call_ids Array(Nullable(String)), arguments Nullable(String))')) AS detail
+                   call_ids Array(Nullable(String)), arguments Nullable(String),
+                   explanation String)')) AS detail
     FROM tool_calls
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
     GROUP BY
@@ -81,25 +95,31 @@ idempotency_conflict AS (
             (arraySort(groupUniqArray(tool)),
              arraySort(groupUniqArray(args_fingerprint)),
              arraySort(groupUniqArray(conversation_id)),
-             arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, status))))),
+             arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, status)))),
+             format(
+                 'Idempotency key {} was used for {} different argument sets: derive the key from '
+                 || 'the action it protects, so different actions never share one.',
+                 assumeNotNull(idempotency_key), toString(uniqExact(args_fingerprint)))),
             'Tuple(tools Array(Nullable(String)), args_fingerprints Array(Nullable(String)),
-                   conversations Array(String), statuses Array(String))')) AS detail
+                   conversations Array(String), statuses Array(String), explanation String)')) AS detail
     FROM tool_calls
     WHERE idempotency_key IS NOT NULL
     GROUP BY idempotency_key
     HAVING uniqExact(args_fingerprint) > 1
 ),
--- unsafe_retry: a write without an idempotency key attempted more than once
--- inside one logical call, unless the tool's read-back showed the effect
--- absent after every attempt before the last (toolspan.read_back = 'absent').
+-- The attempts of each call, in order: outcomes, read-backs, the last number.
 call_attempts AS (
     SELECT
         trace_id, call_span_id,
         arrayMap(x -> x.2, arraySort(groupArray((attempt, outcome)))) AS outcomes,
-        groupArray((attempt, read_back)) AS read_backs
+        groupArray((attempt, read_back)) AS read_backs,
+        max(attempt) AS last_attempt
     FROM _toolspan_attempt_rows
     GROUP BY trace_id, call_span_id
 ),
+-- unsafe_retry: a write without an idempotency key attempted more than once
+-- inside one logical call, unless the tool's read-back showed the effect
+-- absent after every attempt before the last (toolspan.read_back = 'absent').
 unsafe_retry AS (
     SELECT
         'unsafe_retry' AS kind, c.conversation_id AS conversation_id, c.tool AS tool,
@@ -108,18 +128,187 @@ unsafe_retry AS (
         [c.span_id] AS span_ids, [c.trace_id] AS trace_ids,
         c.start_time AS first_seen, c.end_time AS last_seen,
         toJSONString(CAST(
-            (c.call_id, c.status, c.error_code, c.arguments, a.outcomes),
+            (c.call_id, c.status, c.error_code, c.arguments, a.outcomes,
+             format(
+                 'A write of {} without an idempotency key was attempted {} times: give it a key '
+                 || '(or a read-back that checks the effect) before letting it be retried.',
+                 coalesce(c.tool, '?'), toString(c.attempts))),
             'Tuple(call_id Nullable(String), status String, error_code Nullable(String),
-                   arguments Nullable(String), attempt_outcomes Array(Nullable(String)))')) AS detail
+                   arguments Nullable(String), attempt_outcomes Array(Nullable(String)),
+                   explanation String)')) AS detail
     FROM tool_calls AS c
     JOIN call_attempts AS a ON a.trace_id = c.trace_id AND a.call_span_id = c.span_id
     WHERE c.side_effect = 'write' AND c.idempotency_key IS NULL AND c.attempts > 1
       AND arrayExists(x -> x.1 < c.attempts AND coalesce(x.2, '') <> 'absent', a.read_backs)
+),
+-- key_churn: the same write (one conversation, one request, same tool and
+-- arguments) succeeded under two or more different idempotency keys: a key
+-- minted per attempt, which no store can dedupe. Groups with two keys are
+-- found on the keyed calls first; then every call of those groups is listed
+-- (IN compares NULLs as equal: transform_null_in).
+churned_key AS (
+    SELECT conversation_id, request_id, tool, args_fingerprint
+    FROM tool_calls
+    WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
+      AND idempotency_key IS NOT NULL
+    GROUP BY conversation_id, request_id, tool, args_fingerprint
+    HAVING uniqExact(idempotency_key) >= 2
+),
+key_churn AS (
+    SELECT
+        'key_churn' AS kind, conversation_id, tool, CAST(NULL, 'Nullable(String)') AS idempotency_key,
+        count() AS count,
+        arrayMap(x -> x.2, arraySort(groupArray((start_time, span_id)))) AS span_ids,
+        arraySort(groupUniqArray(trace_id)) AS trace_ids,
+        min(start_time) AS first_seen, max(end_time) AS last_seen,
+        toJSONString(CAST(
+            (arraySort(groupUniqArray(idempotency_key)), request_id, args_fingerprint,
+             arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, arguments))))[1],
+             format(
+                 '{} writes of {} with the same arguments ran under {} different idempotency keys: '
+                 || 'derive the key once per logical action and reuse it on every retry.',
+                 toString(count()), coalesce(tool, '?'), toString(uniqExact(idempotency_key)))),
+            'Tuple(keys Array(String), request_id Nullable(String), args_fingerprint Nullable(String),
+                   arguments Nullable(String), explanation String)')) AS detail
+    FROM tool_calls
+    WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
+      AND (conversation_id, request_id, tool, args_fingerprint) IN (SELECT * FROM churned_key)
+    GROUP BY conversation_id, request_id, tool, args_fingerprint
+),
+-- write_after_unknown: a write whose outcome was unknown (it may have
+-- happened) run again later with the same arguments, and nothing read the
+-- effect back first (the repeat's toolspan.read_back is absent).
+unknown_write AS (
+    SELECT trace_id, span_id, conversation_id, tool, args_fingerprint, idempotency_key,
+           error_code, arguments, start_time, end_time
+    FROM tool_calls
+    WHERE side_effect = 'write' AND error_code IN ('unknown_outcome', 'timeout', 'connection_error')
+),
+unread_repeat AS (
+    SELECT
+        u.trace_id AS unknown_trace_id, u.span_id AS unknown_span_id,
+        r.trace_id AS trace_id, r.span_id AS span_id, r.start_time AS start_time, r.end_time AS end_time
+    FROM unknown_write AS u
+    JOIN tool_calls AS r
+        ON r.conversation_id = u.conversation_id
+       AND isNotDistinctFrom(r.tool, u.tool)
+       AND isNotDistinctFrom(r.args_fingerprint, u.args_fingerprint)
+    WHERE r.start_time >= u.end_time
+      AND r.attempts >= 1 AND NOT r.replayed AND r.read_back IS NULL
+      AND NOT (r.trace_id = u.trace_id AND r.span_id = u.span_id)
+),
+repeat_group AS (
+    SELECT
+        unknown_trace_id, unknown_span_id, count() AS repeats,
+        arrayMap(x -> x.2, arraySort(groupArray((start_time, span_id)))) AS span_ids,
+        groupUniqArray(trace_id) AS trace_ids,
+        max(end_time) AS last_end
+    FROM unread_repeat
+    GROUP BY unknown_trace_id, unknown_span_id
+),
+write_after_unknown AS (
+    SELECT
+        'write_after_unknown' AS kind, u.conversation_id AS conversation_id, u.tool AS tool,
+        u.idempotency_key AS idempotency_key,
+        1 + r.repeats AS count,
+        arrayConcat([u.span_id], r.span_ids) AS span_ids,
+        arraySort(arrayDistinct(arrayConcat([u.trace_id], r.trace_ids))) AS trace_ids,
+        u.start_time AS first_seen, greatest(u.end_time, r.last_end) AS last_seen,
+        toJSONString(CAST(
+            (u.error_code, u.args_fingerprint, u.arguments, r.repeats,
+             format(
+                 'A write of {} ended with {} (it may have happened) and ran again {} without '
+                 || 'reading its effect back: check the effect with a read-back, or reuse the '
+                 || 'idempotency key, before repeating it.',
+                 coalesce(u.tool, '?'), assumeNotNull(u.error_code),
+                 if(r.repeats = 1, 'once', concat(toString(r.repeats), ' times')))),
+            'Tuple(error_code Nullable(String), args_fingerprint Nullable(String),
+                   arguments Nullable(String), repeats UInt64, explanation String)')) AS detail
+    FROM unknown_write AS u
+    JOIN repeat_group AS r ON r.unknown_trace_id = u.trace_id AND r.unknown_span_id = u.span_id
+),
+-- retried_permanent: an attempt that failed with a code waiting cannot fix
+-- (a 4xx other than 408/409/429, invalid arguments) was followed by another
+-- attempt of the same call.
+permanent_attempt AS (
+    SELECT
+        a.trace_id AS trace_id, a.call_span_id AS call_span_id,
+        min(a.attempt) AS attempt, argMin(a.outcome, a.attempt) AS outcome
+    FROM _toolspan_attempt_rows AS a
+    JOIN call_attempts AS s ON s.trace_id = a.trace_id AND s.call_span_id = a.call_span_id
+    WHERE a.outcome IN (
+        'http_400', 'http_401', 'http_403', 'http_404', 'http_405', 'http_422', 'invalid_arguments')
+      AND a.attempt < s.last_attempt
+    GROUP BY a.trace_id, a.call_span_id
+),
+retried_permanent AS (
+    SELECT
+        'retried_permanent' AS kind, c.conversation_id AS conversation_id, c.tool AS tool,
+        c.idempotency_key AS idempotency_key,
+        toUInt64(c.attempts) AS count,
+        [c.span_id] AS span_ids, [c.trace_id] AS trace_ids,
+        c.start_time AS first_seen, c.end_time AS last_seen,
+        toJSONString(CAST(
+            (c.call_id, c.status, o.outcomes,
+             format(
+                 '{} was attempted {} times although attempt {} failed with {}, which waiting '
+                 || 'cannot fix: do not retry that code; fix the call (arguments, permissions, '
+                 || 'target) instead.',
+                 coalesce(c.tool, '?'), toString(c.attempts), toString(p.attempt),
+                 assumeNotNull(p.outcome))),
+            'Tuple(call_id Nullable(String), status String, attempt_outcomes Array(Nullable(String)),
+                   explanation String)')) AS detail
+    FROM tool_calls AS c
+    JOIN permanent_attempt AS p ON p.trace_id = c.trace_id AND p.call_span_id = c.span_id
+    JOIN call_attempts AS o ON o.trace_id = c.trace_id AND o.call_span_id = c.span_id
+    WHERE c.attempts >= 2
+),
+-- parallel_write: writes on one resource (toolspan.resource.key) whose time
+-- ranges overlap in one conversation: they race.
+resource_write AS (
+    SELECT trace_id, span_id, conversation_id, resource_key, tool, start_time, end_time
+    FROM tool_calls
+    WHERE side_effect = 'write' AND attempts >= 1 AND resource_key IS NOT NULL
+),
+overlapping_write AS (
+    SELECT DISTINCT
+        a.trace_id AS trace_id, a.span_id AS span_id, a.conversation_id AS conversation_id,
+        a.resource_key AS resource_key, a.tool AS tool, a.start_time AS start_time,
+        a.end_time AS end_time
+    FROM resource_write AS a
+    JOIN resource_write AS b
+        ON b.conversation_id = a.conversation_id AND b.resource_key = a.resource_key
+    WHERE a.start_time < b.end_time AND b.start_time < a.end_time
+      AND NOT (a.trace_id = b.trace_id AND a.span_id = b.span_id)
+),
+parallel_write AS (
+    SELECT
+        'parallel_write' AS kind, conversation_id,
+        if(uniqExact(tool) = 1, min(tool), NULL) AS tool,
+        CAST(NULL, 'Nullable(String)') AS idempotency_key, count() AS count,
+        arrayMap(x -> x.2, arraySort(groupArray((start_time, span_id)))) AS span_ids,
+        arraySort(groupUniqArray(trace_id)) AS trace_ids,
+        min(start_time) AS first_seen, max(end_time) AS last_seen,
+        toJSONString(CAST(
+            (resource_key, arraySort(groupUniqArray(tool)),
+             format(
+                 '{} writes on resource {} ({}) ran at the same time: run writes on one resource '
+                 || 'one after another (declare resource_key so the executor serialises them).',
+                 toString(count()), assumeNotNull(resource_key),
+                 arrayStringConcat(arraySort(groupUniqArray(tool)), ', '))),
+            'Tuple(resource_key Nullable(String), tools Array(Nullable(String)),
+                   explanation String)')) AS detail
+    FROM overlapping_write
+    GROUP BY conversation_id, resource_key
 )
 SELECT * FROM (
     SELECT * FROM loop
     UNION ALL SELECT * FROM duplicate_write
     UNION ALL SELECT * FROM idempotency_conflict
     UNION ALL SELECT * FROM unsafe_retry
+    UNION ALL SELECT * FROM key_churn
+    UNION ALL SELECT * FROM write_after_unknown
+    UNION ALL SELECT * FROM retried_permanent
+    UNION ALL SELECT * FROM parallel_write
 )
 ORDER BY kind, first_seen, conversation_id, tool
