@@ -5,10 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from toolspan.dashboard import _ui
-from toolspan.dashboard._errors import DashboardError, QueryTimeout
-from toolspan.dashboard._queries import Filters
-from toolspan.dashboard._sandbox import SqlSandbox
+from toolspan.dashboard import DashboardError, QueryTimeout, SqlSandbox, ui
 
 DEFAULT_SQL = (
     "SELECT tool, status, count(*) AS calls, sum(attempts) AS attempts\n"
@@ -22,7 +19,7 @@ def _literal(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def filters_as_sql(filters: Filters) -> str:
+def filters_as_sql(filters: ui.Filters) -> str:
     """A starting query over ``tool_calls`` with the sidebar filters written out."""
     conditions = []
     if filters.start is not None:
@@ -39,14 +36,14 @@ def filters_as_sql(filters: Filters) -> str:
 
 
 def _start_from_filters() -> None:
-    st.session_state[SQL_KEY] = filters_as_sql(_ui.current_filters())
+    st.session_state[SQL_KEY] = filters_as_sql(ui.current_filters())
 
 
 def _schema() -> None:
     with st.expander("Views and columns"):
         for view in VIEWS:
             try:
-                described = SqlSandbox(_ui.connection(), _ui.limits()).run(f"DESCRIBE {view}")
+                described = SqlSandbox(ui.connection(), ui.limits()).run(f"DESCRIBE {view}")
             except DashboardError:
                 continue
             st.markdown(f"`{view}`: " + ", ".join(f"`{row[0]}` {row[1]}" for row in described.rows))
@@ -54,7 +51,7 @@ def _schema() -> None:
 
 def render() -> None:
     st.title("SQL console")
-    limits = _ui.limits()
+    limits = ui.limits()
     st.caption(
         f"Read-only DuckDB over the analyzer's views. No files, network, settings or "
         f"extensions; queries stop after {limits.time_limit_s:g} s and show at most "
@@ -70,7 +67,7 @@ def render() -> None:
     if not submitted:
         return
     try:
-        result = SqlSandbox(_ui.connection(), limits).run(sql)
+        result = SqlSandbox(ui.connection(), limits).run(sql)
     except QueryTimeout as exc:
         st.warning(str(exc))
         return

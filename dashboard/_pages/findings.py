@@ -8,8 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from toolspan.analyzer import FINDING_KINDS
-from toolspan.dashboard import _ui
-from toolspan.dashboard._pages._paging import page_offset
+from toolspan.dashboard import ui
 
 PAGE_SIZE = 50
 KINDS = FINDING_KINDS
@@ -36,7 +35,7 @@ def _open_finding(finding: pd.Series) -> None:
     st.text(_explanation(finding["detail"]))
     if pd.notna(finding["detail"]):
         st.write(str(finding["detail"]))
-    calls = _ui.query(
+    calls = ui.query(
         "finding_calls",
         span_ids=list(finding["span_ids"]),
         trace_ids=list(finding["trace_ids"]),
@@ -45,12 +44,12 @@ def _open_finding(finding: pd.Series) -> None:
     conversation, trace = st.columns(2)
     conversation.button(
         "Filter every page to this conversation",
-        on_click=_ui.open_conversation,
+        on_click=ui.open_conversation,
         args=(str(finding["conversation_id"]),),
     )
     trace_ids = list(finding["trace_ids"])
     if trace_ids and trace.button(
-        "Open its trace", on_click=_ui.open_trace, args=(str(trace_ids[0]),), key="open_trace"
+        "Open its trace", on_click=ui.open_trace, args=(str(trace_ids[0]),), key="open_trace"
     ):
         st.switch_page("_pages/trace.py")
 
@@ -64,10 +63,10 @@ def _kind_counts(raw: object) -> dict[str, int]:
 
 def render() -> None:
     st.title("Findings")
-    _ui.require_calls()
+    ui.require_calls()
     kinds = st.multiselect("Kinds", list(KINDS), key="finding_kinds")
     offset = st.session_state.get("findings_offset", 0)
-    page = _ui.filtered("findings_page", kinds=list(kinds), limit=PAGE_SIZE, offset=offset)
+    page = ui.filtered("findings_page", kinds=list(kinds), limit=PAGE_SIZE, offset=offset)
     by_kind = _kind_counts(page["kind_counts"].iloc[0])
     for row in range(0, len(KINDS), METRICS_PER_ROW):
         kinds_in_row = KINDS[row : row + METRICS_PER_ROW]
@@ -75,8 +74,8 @@ def render() -> None:
             column.metric(kind.replace("_", " "), f"{by_kind.get(kind, 0):,}")
     total = sum(n for kind, n in by_kind.items() if not kinds or kind in kinds)
     if total == 0:
-        _ui.stop_with("No finding matches the filters.", info=True)
-    new_offset = page_offset(total, PAGE_SIZE, key="findings_page")
+        ui.stop_with("No finding matches the filters.", info=True)
+    new_offset = ui.page_offset(total, PAGE_SIZE, key="findings_page")
     if new_offset != offset:
         # The pager sits under the counts it is sized by: rerun for the new page.
         st.session_state["findings_offset"] = new_offset

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from toolspan.dashboard import _charts, _ui
-from toolspan.dashboard._queries import bucket_for
+from toolspan.dashboard import ui
 
 
 def _by_tool_table(by_tool: pd.DataFrame) -> pd.DataFrame:
@@ -21,11 +20,11 @@ def _by_tool_table(by_tool: pd.DataFrame) -> pd.DataFrame:
 
 def render() -> None:
     st.title("Overview")
-    _ui.require_calls()
-    totals = _ui.filtered("overview_totals").iloc[0]
+    ui.require_calls()
+    totals = ui.filtered("overview_totals").iloc[0]
     calls = int(totals["calls"])
     if calls == 0:
-        _ui.stop_with("No tool call matches the filters.", info=True)
+        ui.stop_with("No tool call matches the filters.", info=True)
     columns = st.columns(5)
     columns[0].metric("Calls", f"{calls:,}")
     columns[1].metric("Success rate", f"{int(totals['succeeded']) / calls:.1%}")
@@ -37,9 +36,9 @@ def render() -> None:
     columns[3].metric("Scheduled wait", f"{float(totals['scheduled_wait_s']):,.2f} s")
     columns[4].metric("Conversations", f"{int(totals['conversations']):,}")
 
-    by_tool = _ui.filtered("overview_by_tool")
+    by_tool = ui.filtered("overview_by_tool")
     st.subheader("Final status by tool")
-    st.altair_chart(_charts.status_by_tool(by_tool), width="stretch")
+    st.altair_chart(ui.status_by_tool(by_tool), width="stretch")
     st.dataframe(
         _by_tool_table(by_tool),
         hide_index=True,
@@ -47,10 +46,10 @@ def render() -> None:
     )
 
     st.subheader("Over time")
-    bucket = bucket_for(pd.Timestamp(totals["first_call"]), pd.Timestamp(totals["last_call"]))
+    bucket = ui.bucket_for(pd.Timestamp(totals["first_call"]), pd.Timestamp(totals["last_call"]))
     st.caption(f"bars of {bucket}")
-    over_time = _ui.filtered("overview_over_time", bucket=bucket)
-    st.altair_chart(_charts.calls_over_time(over_time), width="stretch")
+    over_time = ui.filtered("overview_over_time", bucket=bucket)
+    st.altair_chart(ui.calls_over_time(over_time), width="stretch")
 
 
 render()

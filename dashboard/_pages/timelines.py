@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from toolspan.dashboard import _charts, _ui
-from toolspan.dashboard._pages._paging import page_offset
+from toolspan.dashboard import ui
 
 PAGE_SIZE = 25
 
@@ -24,21 +23,19 @@ def _label(call: pd.Series) -> str:
 
 def render() -> None:
     st.title("Retry timelines")
-    _ui.require_calls()
+    ui.require_calls()
     problem_only = st.toggle("Only calls that retried or did not succeed", value=True)
-    total = int(_ui.filtered("timeline_count", problem_only=problem_only).iloc[0]["calls"])
+    total = int(ui.filtered("timeline_count", problem_only=problem_only).iloc[0]["calls"])
     if total == 0:
-        _ui.stop_with("No call matches the filters.", info=True)
-    offset = page_offset(total, PAGE_SIZE, key="timeline_page")
-    calls = _ui.filtered(
-        "timeline_calls", problem_only=problem_only, limit=PAGE_SIZE, offset=offset
-    )
+        ui.stop_with("No call matches the filters.", info=True)
+    offset = ui.page_offset(total, PAGE_SIZE, key="timeline_page")
+    calls = ui.filtered("timeline_calls", problem_only=problem_only, limit=PAGE_SIZE, offset=offset)
     st.caption(
         f"calls {offset + 1:,}-{offset + len(calls):,} of {total:,}, most attempts first. "
         "A bar is an attempt's own time; its paler tail the delay scheduled after it."
     )
     calls["label"] = calls.apply(_label, axis=1)
-    attempts = _ui.query(
+    attempts = ui.query(
         "timeline_attempts",
         span_ids=calls["span_id"].tolist(),
         trace_ids=calls["trace_id"].unique().tolist(),
@@ -50,7 +47,7 @@ def render() -> None:
         st.info("None of these calls executed an attempt (replayed, refused or invalid calls).")
     else:
         order = [label for label in calls["label"] if label in set(labelled["label"])]
-        st.altair_chart(_charts.timeline(labelled, order), width="stretch")
+        st.altair_chart(ui.timeline(labelled, order), width="stretch")
     st.dataframe(
         calls.drop(columns=["label"]),
         hide_index=True,

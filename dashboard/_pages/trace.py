@@ -8,8 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from toolspan.dashboard import _charts, _ui
-from toolspan.dashboard._pages._paging import page_offset
+from toolspan.dashboard import ui
 
 PAGE_SIZE = 200
 MAX_SPANS = 1_000
@@ -17,25 +16,25 @@ WHOLE_TRACE = ("trace", "")
 
 
 def _pick_trace() -> str:
-    total = int(_ui.filtered("trace_count").iloc[0]["traces"])
+    total = int(ui.filtered("trace_count").iloc[0]["traces"])
     if total == 0:
-        _ui.stop_with("No trace holds a call that matches the filters.", info=True)
-    offset = page_offset(total, PAGE_SIZE, key="trace_page")
-    traces = _ui.filtered("trace_list", limit=PAGE_SIZE, offset=offset)
+        ui.stop_with("No trace holds a call that matches the filters.", info=True)
+    offset = ui.page_offset(total, PAGE_SIZE, key="trace_page")
+    traces = ui.filtered("trace_list", limit=PAGE_SIZE, offset=offset)
     labels = {
         row.trace_id: f"{row.trace_id} · {row.conversation_id} · {row.calls} calls, "
         f"{row.failed_calls} failed"
         for row in traces.itertuples()
     }
-    opened = st.session_state.get(_ui.TRACE_KEY)
+    opened = st.session_state.get(ui.TRACE_KEY)
     if opened and opened not in labels:
         labels = {opened: f"{opened} (opened from a finding)", **labels}
     options = list(labels)
-    return str(st.selectbox("Trace", options, format_func=labels.__getitem__, key=_ui.TRACE_KEY))
+    return str(st.selectbox("Trace", options, format_func=labels.__getitem__, key=ui.TRACE_KEY))
 
 
 def _pick_scope(trace_id: str) -> tuple[str, str]:
-    scopes = _ui.query("trace_scopes", trace_id=trace_id)
+    scopes = ui.query("trace_scopes", trace_id=trace_id)
     options = [WHOLE_TRACE, *zip(scopes["scope"], scopes["scope_id"], strict=True)]
     chosen = st.selectbox(
         "Show",
@@ -60,14 +59,14 @@ def _attributes(raw: Any) -> Any:
 
 def render() -> None:
     st.title("Trace view")
-    _ui.require_calls()
+    ui.require_calls()
     trace_id = _pick_trace()
     scope, scope_id = _pick_scope(trace_id)
-    spans = _ui.query(
+    spans = ui.query(
         "trace_spans", trace_id=trace_id, scope=scope, scope_id=scope_id, max_spans=MAX_SPANS
     )
     if spans.empty:
-        _ui.stop_with("This trace has no spans in the database.", info=True)
+        ui.stop_with("This trace has no spans in the database.", info=True)
     total = int(spans["total_spans"].iloc[0])
     if total > len(spans):
         st.warning(f"Showing the first {len(spans):,} of {total:,} spans.")
@@ -77,13 +76,13 @@ def render() -> None:
             spans["depth"], spans["name"], spans["span_id"], strict=True
         )
     ]
-    st.altair_chart(_charts.waterfall(spans), width="stretch")
+    st.altair_chart(ui.waterfall(spans), width="stretch")
     picked = st.selectbox(
         "Span", range(len(spans)), format_func=lambda i: spans["row"].iloc[i].strip(), key="span"
     )
     if picked is not None:
         span = spans.iloc[int(picked)]
-        attributes = _ui.query("span_attributes", trace_id=trace_id, span_id=span["span_id"])
+        attributes = ui.query("span_attributes", trace_id=trace_id, span_id=span["span_id"])
         st.json(
             {
                 "name": span["name"],

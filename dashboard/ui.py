@@ -1,0 +1,74 @@
+"""What a dashboard page is written against: the pages' public surface.
+
+A page is a Streamlit script in ``dashboard/_pages/`` listed in ``app.py``. It
+imports this module and ``toolspan.dashboard`` only; everything else in the
+dashboard package is private and may change under it::
+
+    from toolspan.dashboard import ui
+
+    ui.require_calls()                              # stop early on an empty database
+    totals = ui.filtered("overview_totals").iloc[0]  # sql/overview_totals.sql + sidebar filters
+    if not totals["calls"]:
+        ui.stop_with("No tool call matches the filters.", info=True)
+
+Data
+    ``query(name, **params)`` runs the page query ``name`` (the statement of
+    ``dashboard/sql/<name>.sql``) on the app's read-only, sandboxed connection,
+    cached on its parameters; ``filtered(name, **extra)`` adds the sidebar's
+    ``Filters`` (``current_filters()``). Both stop the page with the error's
+    message instead of raising. ``connection()`` and ``limits()`` are for the SQL
+    console, which runs user SQL through ``toolspan.dashboard.SqlSandbox``.
+Flow
+    ``stop_with(message)`` shows a message instead of the rest of the page;
+    ``require_calls()`` does so when there is nothing to show.
+Drawing
+    ``page_offset`` draws a page picker for long lists; the chart builders
+    (``status_by_tool``, ``calls_over_time``, ``timeline``, ``waterfall``) turn
+    small, aggregated frames into Altair charts; ``bucket_for`` picks the
+    over-time bucket width.
+Links between pages
+    ``open_conversation`` and ``open_trace`` are button callbacks that filter
+    every page to a conversation or show a trace in the trace view (whose
+    selector is keyed ``TRACE_KEY``).
+
+Nothing from a trace is rendered as HTML or Markdown: show trace text with
+``st.dataframe``, ``st.code``, ``st.json`` or ``st.text``.
+"""
+
+from __future__ import annotations
+
+from ._charts import calls_over_time, status_by_tool, timeline, waterfall
+from ._pages._paging import page_offset
+from ._queries import Filters, bucket_for
+from ._ui import (
+    TRACE_KEY,
+    connection,
+    current_filters,
+    filtered,
+    limits,
+    open_conversation,
+    open_trace,
+    query,
+    require_calls,
+    stop_with,
+)
+
+__all__ = [
+    "TRACE_KEY",
+    "Filters",
+    "bucket_for",
+    "calls_over_time",
+    "connection",
+    "current_filters",
+    "filtered",
+    "limits",
+    "open_conversation",
+    "open_trace",
+    "page_offset",
+    "query",
+    "require_calls",
+    "status_by_tool",
+    "stop_with",
+    "timeline",
+    "waterfall",
+]
