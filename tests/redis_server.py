@@ -10,10 +10,12 @@ missing binary is an error, not a skip: the Redis tests must run in CI.
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 import redis
 
@@ -26,10 +28,30 @@ class RedisServerError(RuntimeError):
     """redis-server is missing or did not come up."""
 
 
-class RedisServer(Running):
-    """One redis-server process with no persistence, in its own temp directory."""
+Persistence = Literal["none", "everysec", "always"]
+_PERSISTENCE_ARGS: dict[str, list[str]] = {
+    "none": ["--appendonly", "no"],
+    "everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
+    "always": ["--appendonly", "yes", "--appendfsync", "always"],
+}
 
-    def __init__(self, *, executable: str = "redis-server", start_timeout_s: float = 10.0):
+
+class RedisServer(Running):
+    """One redis-server process in its own temp directory.
+
+    ``persistence``: ``"none"`` (no RDB, no AOF: a restart comes back empty),
+    ``"everysec"`` or ``"always"`` (AOF with that fsync policy). Faults for the
+    chaos tests: :meth:`kill` (SIGKILL), :meth:`restart` (same port and
+    directory, so the AOF is replayed), :meth:`pause` / :meth:`resume`.
+    """
+
+    def __init__(
+        self,
+        *,
+        executable: str = "redis-server",
+        start_timeout_s: float = 10.0,
+        persistence: Persistence = "none",
+    ):
         path = shutil.which(executable)
         if path is None:
             raise RedisServerError(
@@ -38,6 +60,7 @@ class RedisServer(Running):
             )
         self._executable = path
         self._start_timeout_s = start_timeout_s
+        self._persistence = persistence
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self.port = 0
@@ -65,7 +88,7 @@ class RedisServer(Running):
                 "--bind", "127.0.0.1",
                 "--dir", str(workdir),
                 "--save", "",
-                "--appendonly", "no",
+                *_PERSISTENCE_ARGS[self._persistence],
                 "--logfile", str(workdir / "redis.log"),
             ],
             stdout=subprocess.DEVNULL,
@@ -98,7 +121,35 @@ class RedisServer(Running):
             process.kill()
             process.wait()
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "not running"
+        return self._process.pid
+
+    def kill(self) -> None:
+        """SIGKILL the server: no shutdown, no final fsync."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+
+    def restart(self) -> None:
+        """Start again on the same port and directory (an AOF, if any, is replayed)."""
+        assert self._dir is not None, "never started"
+        if not self._try_start(Path(self._dir.name)):
+            raise RedisServerError(f"redis-server did not restart on port {self.port}")
+
+    def pause(self) -> None:
+        """Stop the process (SIGSTOP): connections hang, as to a host that went away."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
+        self.resume()  # a paused server would ignore SIGTERM
         self._terminate()
         if self._dir is not None:
             self._dir.cleanup()

@@ -880,7 +880,19 @@ class _Core:
         run.claim_token = claim.token
         if claim.outcome == "takeover":
             run.span.set_attribute(attr.IDEMPOTENCY_TAKEOVER, True)
-        if claim.outcome != "takeover" and not guards.outcome_unknown(key):
+        lost = claim.store_lost and guards.detect_store_loss
+        if lost:
+            run.span.set_attribute(attr.STORE_LOST, True)
+            if run.tool.read_back is None and not run.tool.idempotent:
+                return self._finish(
+                    run,
+                    status="store_unavailable",
+                    error_code="store_unavailable",
+                    message="the idempotency store lost data recently (a restart, a flush or "
+                    "a replaced store), so this action may already have completed; the tool "
+                    "declares no read-back: nothing was executed",
+                )
+        if claim.outcome != "takeover" and not lost and not guards.outcome_unknown(key):
             return self._spend_attempt(guards, run)
         # An earlier run of this key ended without knowing its effect.
         run.span.set_attribute(attr.READ_BACK, "required")
@@ -960,9 +972,13 @@ class _Core:
             "request",
         )
 
-    def _store_failed(self, run: _Run, exc: StoreError) -> ToolResult:
-        # Fail closed: without the store a write could run twice.
+    def _store_failed(self, run: _Run, exc: StoreError) -> Action:
         _log.warning("idempotency store failed: %s", self.redactor.text(str(exc)))
+        if not run.tool.is_write:
+            # A read is safe to run unguarded: availability over the loop guard.
+            run.claim_token = None
+            return self._start_attempt(run)
+        # Fail closed: without the store a write could run twice.
         return self._finish(
             run,
             status="store_unavailable",

@@ -37,7 +37,11 @@ class Safeguards:
     model repair on top of the first attempt. ``loop_threshold`` is how many
     identical answers to an identical call make the next one a loop.
     ``lease_s`` is how long an in-flight key stays owned without renewal
-    before another worker may take it over.
+    before another worker may take it over. ``detect_store_loss``: after the
+    store lost data (see the store's epoch marker), a key it cannot find is
+    read back before executing, or refused with ``store_unavailable`` when the
+    tool has no read-back and the service does not honour keys; ``False``
+    trusts the store as it is (for measurements, or a store you know is durable).
     """
 
     store: IdempotencyStore
@@ -46,6 +50,7 @@ class Safeguards:
     max_attempts_per_action: int | None = 5
     loop_threshold: int | None = 3
     guard_ttl_s: float = 24 * _HOUR
+    detect_store_loss: bool = True
 
     # -- idempotency ----------------------------------------------------------
 

@@ -7,16 +7,21 @@ memory and SQLite backends are such stores, Redis runs the same rules as Lua scr
 
 from __future__ import annotations
 
+import logging
 import secrets
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 
 from . import _rules as rules
 from ._protocol import Claim
 
 __all__ = ["CheckedStore", "RuleStore"]
+
+_log = logging.getLogger("toolspan.store")
 
 
 def new_token() -> str:
@@ -28,6 +33,27 @@ class CheckedStore(ABC):
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
+        # This client's view of the store's epoch marker (loss detection, see _rules).
+        self._known_epoch: rules.Epoch | None = None
+        self._epoch_lock = threading.Lock()
+
+    def _saw_epoch(self, epoch: rules.Epoch, found_loss: bool) -> None:
+        """Remember the marker a claim or complete wrote; log a loss once, when found."""
+        with self._epoch_lock:
+            known = self._known_epoch
+            if known is None or known.id != epoch.id or known.seq < epoch.seq:
+                self._known_epoch = epoch
+        if found_loss:
+            _log.error(
+                "the idempotency store lost data (restarted empty, flushed, behind what this "
+                "worker saw, or replaced); until the record TTL has passed, keys it cannot "
+                "find are treated as possibly done: writes are read back or refused"
+            )
+
+    @property
+    def known_epoch(self) -> rules.Epoch | None:
+        """The store's epoch marker as this client last saw it (None before first use)."""
+        return self._known_epoch
 
     def claim(self, key: str, fingerprint: str, *, lease_s: float, ttl_s: float) -> Claim:
         return self._claim(
@@ -149,10 +175,25 @@ class RuleStore(CheckedStore):
     def _purge(self, now: float) -> None:
         """Drop forgotten records (called inside the critical section of a claim)."""
 
+    def _advance_epoch(self, now: float) -> rules.Epoch:
+        """Check and move the epoch marker on (inside the critical section)."""
+        stored = self._load_guard(rules.EPOCH_NAME)
+        epoch, found_loss = rules.advance_epoch(
+            None if stored is None else rules.Epoch.decode(stored.text),
+            self._known_epoch,
+            now=now,
+            new_id=new_token(),
+        )
+        marker = rules.GuardRecord("value", epoch.encode(), 0, rules.EPOCH_FOREVER)
+        self._save_guard(rules.EPOCH_NAME, marker)
+        self._saw_epoch(epoch, found_loss)
+        return epoch
+
     def _claim(self, key: str, fingerprint: str, lease_s: float, ttl_s: float) -> Claim:
         with self._critical():
             now = self._clock()
             self._purge(now)
+            epoch = self._advance_epoch(now)
             decided, record = rules.claim(
                 self._load_record(key),
                 fingerprint,
@@ -163,10 +204,13 @@ class RuleStore(CheckedStore):
             )
             if record is not None:
                 self._save_record(key, record)
+            if decided.outcome == "acquired" and epoch.suspects(now, ttl_s):
+                return replace(decided, store_lost=True)
             return decided
 
     def _complete(self, key: str, token: str, result: bytes, ttl_s: float) -> bool:
         with self._critical():
+            self._advance_epoch(self._clock())
             stored = self._load_record(key)
             record = rules.complete(stored, token, result, now=self._clock(), ttl_s=ttl_s)
             if record is not None:

@@ -23,12 +23,18 @@ class Claim:
     - ``replay``: the action already succeeded with these arguments; ``result`` holds it.
     - ``conflict``: the key was used with other arguments (``fingerprint`` holds theirs).
     - ``in_progress``: another live owner is executing this action right now.
+
+    ``store_lost`` (with ``acquired`` only): the store lost data recently (it restarted
+    empty, was flushed, fell behind what a client had seen, or is another file) and
+    holds no record of the key, which may have completed before the loss. Read the
+    effect back before executing. See "loss detection" in ``_rules``.
     """
 
     outcome: ClaimOutcome
     token: str | None
     result: bytes | None
     fingerprint: str | None
+    store_lost: bool = False
 
     @property
     def owned(self) -> bool:

@@ -30,6 +30,7 @@ _SCRIPTS = load_statements(__package__, "redis.lua")
 # Redis drops a record this long after the store forgot it: slack for clock skew
 # between workers, since the decisions use the timestamps inside the records.
 _GC_MARGIN_S = 3600.0
+_WITH_EPOCH = frozenset({"claim", "complete"})
 _OUTCOMES: dict[bytes, ClaimOutcome] = {
     b"acquired": "acquired",
     b"replay": "replay",
@@ -48,7 +49,9 @@ class RedisStore(CheckedStore):
 
     ``url_or_client`` is a ``redis://`` URL (the store owns that connection pool and
     closes it) or a ``redis.Redis`` client (left open on `close`). The client must
-    return bytes: stored results are bytes, not text.
+    return bytes: stored results are bytes, not text. ``timeout_s`` bounds each
+    connect and command of a URL-made client, so an unreachable server fails the
+    call (``StoreError``: writes fail closed, reads run unguarded) instead of hanging.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class RedisStore(CheckedStore):
         *,
         prefix: str = "toolspan:",
         clock: Callable[[], float] = time.time,
+        timeout_s: float = 2.0,
     ) -> None:
         super().__init__(clock)
         if not isinstance(prefix, str):
@@ -64,7 +68,9 @@ class RedisStore(CheckedStore):
         self._prefix = prefix
         if isinstance(url_or_client, str):
             try:
-                self._client = redis.Redis.from_url(url_or_client)
+                self._client = redis.Redis.from_url(
+                    url_or_client, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+                )
             except ValueError as exc:
                 raise ConfigurationError(f"not a redis URL: {exc}") from exc
             self._owns_client = True
@@ -78,7 +84,13 @@ class RedisStore(CheckedStore):
             )
         if self._client.connection_pool.connection_kwargs.get("decode_responses"):
             raise ConfigurationError("RedisStore needs a client with decode_responses=False")
-        self._scripts = {name: self._client.register_script(src) for name, src in _SCRIPTS.items()}
+        # `claim` and `complete` check the epoch marker in the same script (loss detection).
+        prelude = _SCRIPTS["epoch"]
+        self._scripts = {
+            name: self._client.register_script(prelude + src if name in _WITH_EPOCH else src)
+            for name, src in _SCRIPTS.items()
+            if name != "epoch"
+        }
         self._closed = False
 
     def _record_key(self, key: str) -> str:
@@ -98,10 +110,15 @@ class RedisStore(CheckedStore):
 
     def _script(self, name: str, key: str, *args: str | float | bytes) -> Any:
         with self._mapped(name):
-            return self._scripts[name](keys=[key], args=list(args))
+            keys = [key, f"{self._prefix}epoch"] if name in _WITH_EPOCH else [key]
+            return self._scripts[name](keys=keys, args=list(args))
+
+    def _epoch_args(self) -> tuple[str, str]:
+        known = self._known_epoch
+        return ("" if known is None else known.encode()), new_token()
 
     def _claim(self, key: str, fingerprint: str, lease_s: float, ttl_s: float) -> Claim:
-        outcome, token, result, stored_fingerprint = self._script(
+        outcome, token, result, stored_fingerprint, epoch, found, suspect = self._script(
             "claim",
             self._record_key(key),
             fingerprint,
@@ -110,17 +127,22 @@ class RedisStore(CheckedStore):
             ttl_s,
             new_token(),
             _GC_MARGIN_S,
+            *self._epoch_args(),
         )
+        self._saw_epoch(rules.Epoch.decode(str(_text(epoch))), bool(found))
         return Claim(
             outcome=_OUTCOMES[bytes(outcome)],
             token=_text(token),
             result=None if result is None else bytes(result),
             fingerprint=_text(stored_fingerprint),
+            store_lost=bool(suspect),
         )
 
     def _complete(self, key: str, token: str, result: bytes, ttl_s: float) -> bool:
-        args = (token, result, self._clock(), ttl_s, _GC_MARGIN_S)
-        return bool(self._script("complete", self._record_key(key), *args))
+        args = (token, result, self._clock(), ttl_s, _GC_MARGIN_S, *self._epoch_args())
+        stored, epoch, found = self._script("complete", self._record_key(key), *args)
+        self._saw_epoch(rules.Epoch.decode(str(_text(epoch))), bool(found))
+        return bool(stored)
 
     def _release(self, key: str, token: str) -> None:
         self._script("release", self._record_key(key), token, self._clock())

@@ -203,3 +203,65 @@ def record_state(stored: object) -> RecordState:
     if stored == "in_flight" or stored == "completed":
         return stored
     raise StoreError(f"unknown idempotency record state {stored!r} in the store")
+
+
+# -- loss detection -------------------------------------------------------------------
+# A store that restarts empty, is flushed, loses its last second of writes (Redis AOF
+# `everysec`) or is swapped for another file forgets keys that completed. The next retry
+# of such a key would find nothing and run again. So each store holds an epoch marker,
+# checked and advanced inside every claim and complete: an id written on first use, a
+# sequence number every claim and complete moves on, and ``lost_at``, the instant a
+# client first saw the store behind what it had seen itself. Each client remembers the
+# epoch id and the highest sequence it saw. Until ``lost_at`` plus the record TTL, a key
+# the store cannot find may have completed before the loss.
+
+EPOCH_NAME: Final = "toolspan:epoch"
+EPOCH_FOREVER: Final = 1e300  # the marker itself never expires
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """The store's identity marker, or a client's view of it."""
+
+    id: str
+    lost_at: float | None
+    seq: int
+
+    def encode(self) -> str:
+        lost = "" if self.lost_at is None else repr(self.lost_at)
+        return f"{self.id}|{lost}|{self.seq}"
+
+    @classmethod
+    def decode(cls, text: str) -> Epoch:
+        try:
+            epoch_id, lost, seq = text.split("|")
+            return cls(epoch_id, float(lost) if lost else None, int(seq))
+        except ValueError as exc:
+            raise StoreError("the store's epoch marker is malformed") from exc
+
+    def suspects(self, now: float, ttl_s: float) -> bool:
+        """True while a key the store cannot find may have completed before the loss."""
+        return self.lost_at is not None and now < self.lost_at + ttl_s
+
+
+def advance_epoch(
+    stored: Epoch | None, known: Epoch | None, *, now: float, new_id: str
+) -> tuple[Epoch, bool]:
+    """The marker to write for one claim or complete, and whether this call found a loss.
+
+    ``known`` is what this client saw last (None: it never used the store).
+    """
+    if stored is None:
+        if known is None:  # first use (or a loss no live client saw: undetectable)
+            return Epoch(new_id, None, 1), False
+        return Epoch(new_id, now, known.seq + 1), True
+    if known is None:
+        return replace(stored, seq=stored.seq + 1), False
+    if stored.id != known.id:
+        if stored.lost_at is not None:  # another client saw the loss first
+            return replace(stored, seq=max(stored.seq, known.seq) + 1), False
+        # A different store than the one this client wrote to (a replaced file).
+        return Epoch(stored.id, now, max(stored.seq, known.seq) + 1), True
+    if stored.seq < known.seq:  # the store is behind what this client saw: writes lost
+        return Epoch(stored.id, now, known.seq + 1), True
+    return replace(stored, seq=stored.seq + 1), False

@@ -8,10 +8,60 @@
 -- Guard state: hash {kind, text, count, forget_at}.
 -- Numbers are written with %.17g so epoch seconds keep their sub-millisecond digits.
 
+-- name: epoch
+-- Not a script of its own: prepended to `claim` and `complete`, which check and move the
+-- store's epoch marker in the same atomic step (the rules of _rules.advance_epoch).
+-- known: this client's last view ('' if none). Returns the marker written and 1 when
+-- this call found a loss.
+local function advance_epoch(key, known, now, new_id)
+  local function split(text)
+    local id, lost, seq = string.match(text, '^([^|]*)|([^|]*)|(%d+)$')
+    return id, lost, tonumber(seq)
+  end
+  local function marker(id, lost, seq)
+    return id .. '|' .. lost .. '|' .. string.format('%d', seq)
+  end
+  local stamp = string.format('%.17g', now)
+  local stored = redis.call('GET', key)
+  local epoch, found = nil, 0
+  if not stored then
+    if known == '' then
+      epoch = marker(new_id, '', 1)
+    else
+      local _, _, kseq = split(known)
+      epoch, found = marker(new_id, stamp, kseq + 1), 1
+    end
+  else
+    local sid, slost, sseq = split(stored)
+    if known == '' then
+      epoch = marker(sid, slost, sseq + 1)
+    else
+      local kid, _, kseq = split(known)
+      if sid ~= kid then
+        if slost ~= '' then
+          epoch = marker(sid, slost, math.max(sseq, kseq) + 1)
+        else
+          epoch, found = marker(sid, stamp, math.max(sseq, kseq) + 1), 1
+        end
+      elseif sseq < kseq then
+        epoch, found = marker(sid, stamp, kseq + 1), 1
+      else
+        epoch = marker(sid, slost, sseq + 1)
+      end
+    end
+  end
+  redis.call('SET', key, epoch)
+  local _, lost_at = split(epoch)
+  return epoch, found, tonumber(lost_at)
+end
+
 -- name: claim
--- KEYS[1] record; ARGV fingerprint, now, lease_s, ttl_s, new_token, gc_margin_s
+-- KEYS[1] record, KEYS[2] epoch marker; ARGV fingerprint, now, lease_s, ttl_s, new_token,
+-- gc_margin_s, known epoch, new epoch id.
+-- Returns {outcome, token, result, fingerprint, epoch, found_loss, store_lost}.
 local fingerprint, token = ARGV[1], ARGV[5]
 local now, lease_s, ttl_s, margin = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+local epoch, found, lost_at = advance_epoch(KEYS[2], ARGV[7], now, ARGV[8])
 local stored = redis.call('HMGET', KEYS[1], 'state', 'fingerprint', 'lease_until', 'forget_at')
 local state, stored_fp = stored[1], stored[2]
 if state and now >= tonumber(stored[4]) then
@@ -19,13 +69,13 @@ if state and now >= tonumber(stored[4]) then
 end
 if state then
   if stored_fp ~= fingerprint then
-    return {'conflict', false, false, stored_fp}
+    return {'conflict', false, false, stored_fp, epoch, found, 0}
   end
   if state == 'completed' then
-    return {'replay', false, redis.call('HGET', KEYS[1], 'result'), stored_fp}
+    return {'replay', false, redis.call('HGET', KEYS[1], 'result'), stored_fp, epoch, found, 0}
   end
   if now < tonumber(stored[3]) then
-    return {'in_progress', false, false, stored_fp}
+    return {'in_progress', false, false, stored_fp, epoch, found, 0}
   end
 end
 local outcome = state and 'takeover' or 'acquired'
@@ -35,21 +85,24 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'in_flight', 'fingerprint', fingerprint, 'token', token,
   'lease_until', string.format('%.17g', lease_until), 'forget_at', string.format('%.17g', forget_at))
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
-return {outcome, token, false, fingerprint}
+local suspect = (outcome == 'acquired' and lost_at and now < lost_at + ttl_s) and 1 or 0
+return {outcome, token, false, fingerprint, epoch, found, suspect}
 
 -- name: complete
--- KEYS[1] record; ARGV token, result, now, ttl_s, gc_margin_s
+-- KEYS[1] record, KEYS[2] epoch marker; ARGV token, result, now, ttl_s, gc_margin_s,
+-- known epoch, new epoch id. Returns {stored (0|1), epoch, found_loss}.
 local now, ttl_s, margin = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local epoch, found = advance_epoch(KEYS[2], ARGV[6], now, ARGV[7])
 local stored = redis.call('HMGET', KEYS[1], 'state', 'token', 'forget_at', 'fingerprint')
 if stored[1] ~= 'in_flight' or stored[2] ~= ARGV[1] or now >= tonumber(stored[3]) then
-  return 0
+  return {0, epoch, found}
 end
 local forget_at = now + ttl_s
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'completed', 'fingerprint', stored[4], 'result', ARGV[2],
   'lease_until', '0', 'forget_at', string.format('%.17g', forget_at))
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((ttl_s + margin) * 1000)))
-return 1
+return {1, epoch, found}
 
 -- name: release
 -- KEYS[1] record; ARGV token, now
