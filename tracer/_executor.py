@@ -977,6 +977,7 @@ class _Core:
         if not run.tool.is_write:
             # A read is safe to run unguarded: availability over the loop guard.
             run.claim_token = None
+            run.call_identity = ""  # and nothing more to record in a store that is down
             return self._start_attempt(run)
         # Fail closed: without the store a write could run twice.
         return self._finish(

@@ -1,0 +1,218 @@
+"""A store that lost data is noticed: keys it cannot find are treated as possibly done.
+
+Each way a store loses data is made for real: a Redis server SIGKILLed and restarted
+with no persistence, a flushed Redis, an SQLite file swapped for another store's, an
+SQLite file rolled back to an earlier copy (what a Redis AOF ``everysec`` restart or a
+replica failover does: the store is behind what a client saw).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolspan.tracer.store import MemoryStore, SQLiteStore
+from toolspan.tracer.store._rules import Epoch, advance_epoch
+
+from ..redis_server import RedisServer
+from .conftest import FakeClock
+
+TTL = 600.0
+
+
+def _complete(store, key: str) -> None:
+    claim = store.claim(key, "fp", lease_s=5, ttl_s=TTL)
+    assert claim.outcome == "acquired" and not claim.store_lost
+    assert store.complete(key, claim.token, b'{"done":1}', ttl_s=TTL)
+
+
+# -- the rules --------------------------------------------------------------------
+
+
+def test_the_marker_rules() -> None:
+    fresh, found = advance_epoch(None, None, now=1.0, new_id="a")
+    assert (fresh, found) == (Epoch("a", None, 1), False)
+    moved, found = advance_epoch(fresh, fresh, now=2.0, new_id="b")
+    assert (moved, found) == (Epoch("a", None, 2), False)
+    # gone: a new marker remembers when the loss was seen
+    assert advance_epoch(None, moved, now=3.0, new_id="c") == (Epoch("c", 3.0, 3), True)
+    # behind what this client saw
+    assert advance_epoch(Epoch("a", None, 1), moved, now=4.0, new_id="d") == (
+        Epoch("a", 4.0, 3),
+        True,
+    )
+    # another client saw the loss first: adopt it, no second report
+    seen = Epoch("c", 3.0, 5)
+    assert advance_epoch(seen, moved, now=5.0, new_id="e") == (Epoch("c", 3.0, 6), False)
+    # another store altogether
+    assert advance_epoch(Epoch("z", None, 9), moved, now=6.0, new_id="f") == (
+        Epoch("z", 6.0, 10),
+        True,
+    )
+    assert Epoch.decode(Epoch("c", 3.5, 7).encode()) == Epoch("c", 3.5, 7)
+    assert Epoch("c", 3.0, 7).suspects(now=3.0 + TTL - 1, ttl_s=TTL)
+    assert not Epoch("c", 3.0, 7).suspects(now=3.0 + TTL, ttl_s=TTL)
+
+
+@given(st.lists(st.sampled_from(["op", "lose", "rollback", "new_client"]), max_size=30))
+def test_no_loss_is_missed_by_a_client_that_saw_the_store(events: list[str]) -> None:
+    """Any loss a live client could see is reported; no loss, no report."""
+    stored, known, history = None, None, []
+    for step, event in enumerate(events):
+        lost = False
+        if event == "lose":
+            lost, stored = known is not None, None
+        elif event == "rollback" and len(history) > 1:
+            lost, stored = stored != history[0], history[0]
+        elif event == "new_client":
+            known = None
+        stored, found = advance_epoch(stored, known, now=float(step), new_id=f"id{step}")
+        assert found == (lost and known is not None)
+        known = stored
+        history.append(stored)
+
+
+# -- every backend ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server
+
+
+Backend = tuple[Callable[[], object], Callable[[], None]]  # (new client, lose everything)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.slow)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Backend]:
+    made: list[object] = []
+    if request.param == "memory":
+        shared = MemoryStore(clock=clock)
+
+        def new() -> object:
+            return shared
+
+        def lose() -> None:
+            shared._records.clear()
+            shared._guards.clear()
+
+    elif request.param == "sqlite":
+        path = tmp_path / "store.db"
+
+        def new() -> object:
+            made.append(SQLiteStore(path, clock=clock))
+            return made[-1]
+
+        def lose() -> None:
+            with sqlite3.connect(path) as raw:
+                raw.execute("DELETE FROM idempotency_record")
+                raw.execute("DELETE FROM guard_state")
+
+    else:
+        import redis
+
+        from toolspan.tracer.store import RedisStore
+
+        server: RedisServer = request.getfixturevalue("redis_server")
+        prefix = f"t-{uuid.uuid4().hex}:"
+
+        def new() -> object:
+            made.append(RedisStore(server.url, prefix=prefix, clock=clock))
+            return made[-1]
+
+        def lose() -> None:
+            redis.Redis.from_url(server.url).flushall()
+
+    yield new, lose
+    for store in made:
+        store.close()  # type: ignore[attr-defined]
+
+
+def test_a_store_that_lost_everything_is_noticed(backend: Backend, clock: FakeClock) -> None:
+    new, lose = backend
+    worker, late_joiner_before = new(), new()
+    _complete(worker, "charge-1")
+    _complete(late_joiner_before, "charge-2")
+    assert worker.claim("charge-1", "fp", lease_s=5, ttl_s=TTL).outcome == "replay"
+    lose()
+    again = worker.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
+    assert (again.outcome, again.store_lost) == ("acquired", True)
+    # Every client learns it from the store, also one that never saw the old marker.
+    fresh = new().claim("charge-3", "fp", lease_s=5, ttl_s=TTL)
+    assert fresh.store_lost
+    # Until the record TTL has passed: then every key the loss could hide is forgotten anyway.
+    clock.advance(TTL + 1)
+    assert not worker.claim("charge-4", "fp", lease_s=5, ttl_s=TTL).store_lost
+
+
+def test_no_loss_no_suspicion(backend: Backend) -> None:
+    new, _ = backend
+    first, second = new(), new()
+    for n in range(5):
+        _complete(first if n % 2 else second, f"k{n}")
+    assert not second.claim("k9", "fp", lease_s=5, ttl_s=TTL).store_lost
+
+
+def test_a_replaced_sqlite_file_is_noticed(tmp_path: Path, clock: FakeClock) -> None:
+    other = SQLiteStore(tmp_path / "other.db", clock=clock)
+    _complete(other, "unrelated")
+    other.close()
+    store = SQLiteStore(tmp_path / "store.db", clock=clock)
+    _complete(store, "charge-1")
+    _copy_over(tmp_path / "other.db", tmp_path / "store.db")
+    claim = store.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
+    assert (claim.outcome, claim.store_lost) == ("acquired", True)
+    store.close()
+
+
+def test_a_store_rolled_back_is_noticed(tmp_path: Path, clock: FakeClock) -> None:
+    """As after a Redis AOF `everysec` restart: the marker is there, but behind."""
+    store = SQLiteStore(tmp_path / "store.db", clock=clock)
+    _complete(store, "charge-1")
+    _copy_over(tmp_path / "store.db", tmp_path / "snapshot.db")  # consistent under WAL
+    _complete(store, "charge-2")  # the write the rollback loses
+    _copy_over(tmp_path / "snapshot.db", tmp_path / "store.db")
+    claim = store.claim("charge-2", "fp", lease_s=5, ttl_s=TTL)
+    assert (claim.outcome, claim.store_lost) == ("acquired", True)
+    store.close()
+
+
+def _copy_over(source: Path, target: Path) -> None:
+    """Replace the database's content in place (open connections see the new content)."""
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+
+
+@pytest.mark.slow
+def test_a_redis_restart_without_persistence_is_noticed(clock: FakeClock) -> None:
+    from toolspan.tracer.store import RedisStore
+
+    with RedisServer(persistence="none") as server:
+        store = RedisStore(server.url, clock=clock)
+        _complete(store, "charge-1")
+        server.kill()
+        server.restart()
+        claim = store.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
+        assert (claim.outcome, claim.store_lost) == ("acquired", True)
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_redis_restart_with_fsync_always_keeps_everything(clock: FakeClock) -> None:
+    from toolspan.tracer.store import RedisStore
+
+    with RedisServer(persistence="always") as server:
+        store = RedisStore(server.url, clock=clock)
+        _complete(store, "charge-1")
+        server.kill()
+        server.restart()
+        claim = store.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
+        assert (claim.outcome, claim.store_lost) == ("replay", False)
+        store.close()

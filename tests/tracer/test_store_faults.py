@@ -1,0 +1,199 @@
+"""The executor when the store itself fails: lost data, an unreachable server.
+
+A store that lost data makes every key it cannot find possibly done: a write is read
+back first, or refused when it has no read-back and its service ignores keys. A store
+that cannot be reached fails keyed writes closed and leaves reads alone; a claim in
+flight when it went away is taken over after its lease and read back, never repeated.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from toolspan.tracer import Executor, Safeguards, Tool, ToolCall
+from toolspan.tracer.store import MemoryStore
+from toolspan.tracer.testing import FakeClock
+
+from ..redis_server import RedisServer
+from .conftest import Spans
+
+
+class Ledger:
+    """A deterministic fake payment service: one row per charge it committed."""
+
+    def __init__(self) -> None:
+        self.charges: list[str] = []
+
+    def charge(self, order_id: str) -> dict[str, Any]:
+        self.charges.append(order_id)
+        return {"charge_id": f"ch-{len(self.charges)}"}
+
+    def status(self, order_id: str) -> dict[str, Any] | None:
+        return {"charged": order_id} if order_id in self.charges else None
+
+
+def _executor(spans: Spans, tools: list[Tool], store: Any, **guards: Any) -> Executor:
+    clock = FakeClock()
+    return Executor(
+        tools,
+        tracer_provider=spans.provider,
+        sleep=clock.sleep,
+        clock=clock,
+        rng=random.Random(0),
+        safeguards=Safeguards(store=store, **guards),
+    )
+
+
+def _charge(order_id: str = "A-1", call_id: str = "c1") -> ToolCall:
+    return ToolCall(
+        "charge",
+        call_id,
+        {"order_id": order_id},
+        conversation_id=f"conv-{call_id}",
+        idempotency_key=f"charge:{order_id}",
+    )
+
+
+def _lose_everything(store: MemoryStore) -> None:
+    store._records.clear()
+    store._guards.clear()
+
+
+@pytest.mark.parametrize(
+    ("declare", "charged_before_loss", "status", "reconciled", "charges"),
+    [
+        pytest.param({"read_back": True}, True, "succeeded", True, 1, id="read-back-finds-it"),
+        pytest.param({"read_back": True}, False, "succeeded", False, 1, id="read-back-absent"),
+        pytest.param({}, True, "store_unavailable", False, 1, id="no-read-back-refused"),
+        pytest.param({"idempotent": True}, True, "succeeded", False, 2, id="service-dedupes"),
+    ],
+)
+def test_after_a_loss_a_key_the_store_cannot_find_is_possibly_done(
+    spans: Spans,
+    declare: dict[str, Any],
+    charged_before_loss: bool,
+    status: str,
+    reconciled: bool,
+    charges: int,
+) -> None:
+    ledger = Ledger()
+    store = MemoryStore()
+    read_back = (lambda order_id: ledger.status(order_id)) if declare.get("read_back") else None
+    tool = Tool(
+        "charge",
+        ledger.charge,
+        side_effect="write",
+        idempotent=declare.get("idempotent", False),
+        read_back=read_back,
+    )
+    executor = _executor(spans, [tool], store)
+    assert executor.execute(_charge("warm-up", "c0")).ok  # the store's marker exists
+    if charged_before_loss:
+        assert executor.execute(_charge()).ok
+    _lose_everything(store)
+    result = executor.execute(_charge(call_id="c2"))
+    assert (result.status, result.reconciled) == (status, reconciled)
+    # idempotent=True: the service dedupes on the key, so its second request is no charge
+    # (this fake counts requests); without loss detection every row would run again.
+    assert len(ledger.charges) - 1 == charges
+    span = spans.attrs(spans.calls()[-1])
+    assert span["toolspan.store.lost"] is True
+    if status == "store_unavailable":
+        assert "lost data" in result.message and result.retryable and result.attempts == 0
+
+
+def test_without_loss_detection_the_lost_key_runs_again(spans: Spans) -> None:
+    ledger = Ledger()
+    store = MemoryStore()
+    tool = Tool("charge", ledger.charge, side_effect="write", read_back=ledger.status)
+    executor = _executor(spans, [tool], store, detect_store_loss=False)
+    assert executor.execute(_charge()).ok
+    _lose_everything(store)
+    assert executor.execute(_charge(call_id="c2")).ok
+    assert ledger.charges == ["A-1", "A-1"]  # the duplicate loss detection prevents
+
+
+# -- an unreachable Redis ---------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.mark.slow
+def test_while_redis_is_unreachable_writes_fail_closed_and_reads_run(
+    spans: Spans, redis_server: RedisServer
+) -> None:
+    from toolspan.tracer.store import RedisStore
+
+    ledger = Ledger()
+    store = RedisStore(redis_server.url, prefix=f"t-{uuid.uuid4().hex}:", timeout_s=0.2)
+    tools = [
+        Tool("charge", ledger.charge, side_effect="write", read_back=ledger.status),
+        Tool("get_order", lambda order_id: {"order_id": order_id}),
+    ]
+    executor = _executor(spans, tools, store)
+    assert executor.execute(_charge("warm-up", "c0")).ok
+    redis_server.pause()
+    try:
+        started = time.monotonic()
+        read = executor.execute(ToolCall("get_order", "r1", {"order_id": "A-1"}, "conv"))
+        write = executor.execute(_charge())
+        took_s = time.monotonic() - started
+    finally:
+        redis_server.resume()
+    assert read.ok and read.attempts == 1
+    assert (write.status, write.retryable, write.attempts) == ("store_unavailable", True, 0)
+    assert ledger.charges == ["warm-up"]
+    assert took_s < 10, "an unreachable store must fail fast, not hang"
+    assert executor.execute(_charge(call_id="c2")).ok  # back: the write runs
+    assert ledger.charges == ["warm-up", "A-1"]
+    store.close()
+
+
+@pytest.mark.slow
+def test_a_claim_in_flight_when_redis_went_away_resumes_without_a_duplicate(
+    spans: Spans, redis_server: RedisServer
+) -> None:
+    from toolspan.tracer.store import RedisStore
+
+    ledger = Ledger()
+    wall = FakeClock(start=1_767_225_600.0)
+    store = RedisStore(redis_server.url, prefix=f"t-{uuid.uuid4().hex}:", clock=wall, timeout_s=0.2)
+
+    def charge_then_store_goes_away(order_id: str) -> dict[str, Any]:
+        answer = ledger.charge(order_id)  # committed at the service
+        redis_server.pause()  # ...and the store is gone before toolspan can record it
+        return answer
+
+    first = _executor(
+        spans,
+        [Tool("charge", charge_then_store_goes_away, side_effect="write", read_back=ledger.status)],
+        store,
+        lease_s=5.0,
+    )
+    try:
+        result = first.execute(_charge())
+    finally:
+        redis_server.resume()
+    assert result.ok  # the model gets the real answer; recording it failed, and was logged
+    other_worker = _executor(
+        spans,
+        [Tool("charge", ledger.charge, side_effect="write", read_back=ledger.status)],
+        store,
+        lease_s=5.0,
+    )
+    assert other_worker.execute(_charge(call_id="c2")).status == "in_progress"  # lease runs
+    wall.advance(6.0)
+    resumed = other_worker.execute(_charge(call_id="c3"))
+    assert (resumed.status, resumed.reconciled) == ("succeeded", True)
+    assert ledger.charges == ["A-1"]
+    store.close()
