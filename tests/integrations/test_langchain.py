@@ -11,8 +11,10 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import ToolRetryMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
+from langgraph.types import Command, interrupt
 
 from examples.frameworks import support_declarations
 from examples.langchain_agent import ScriptedChatModel
@@ -209,3 +211,37 @@ def test_a_langgraph_tool_node_runs_behind_the_boundary(spans, clock):
     assert desk.calls["get_order"] == 2 and desk.calls["send_email"] == 1
     statuses = sorted(spans.attrs(c)["toolspan.status"] for c in spans.calls())
     assert statuses == ["succeeded", "unsafe_retry"]
+
+
+def test_an_interrupt_passes_through_and_the_resumed_write_runs_once(spans, clock):
+    approvals: list[str] = []
+
+    def refund(order_id: str) -> str:
+        """Refund, once a person approved it."""
+        approvals.append(interrupt({"approve refund": order_id}))
+        return f"refunded {order_id}"
+
+    agent = create_agent(
+        scripted([[("refund", {"order_id": "A-1"})]]),
+        tools=[StructuredTool.from_function(refund)],
+        middleware=[
+            RetryBoundaryMiddleware(
+                {"refund": Declaration.write(idempotent=True)},
+                safeguards=Safeguards(store=MemoryStore()),
+                tracer_provider=spans.provider,
+                sleep=clock.sleep,
+            )
+        ],
+        checkpointer=InMemorySaver(),
+    )
+    paused = agent.invoke({"messages": [("user", "refund A-1")]}, CONFIG)
+    assert [i.value for i in paused["__interrupt__"]] == [{"approve refund": "A-1"}]
+    state = agent.invoke(Command(resume="yes"), CONFIG)
+    assert tool_messages(state)["c1"].content == "refunded A-1" and approvals == ["yes"]
+    interrupted, resumed = (spans.attrs(c) for c in spans.calls())
+    assert (interrupted["toolspan.status"], interrupted["toolspan.error_code"]) == (
+        "permanent_error",
+        "control_flow",
+    )
+    assert resumed["toolspan.status"] == "succeeded"
+    assert resumed["toolspan.idempotency.key"] == interrupted["toolspan.idempotency.key"]

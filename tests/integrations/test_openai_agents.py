@@ -255,3 +255,12 @@ def test_the_conversation_is_the_runs_group_id_unless_the_application_says(spans
     call = spans.attrs(spans.call())
     assert call["gen_ai.conversation.id"] == (group_id or "from-app")
     assert "toolspan.request.id" not in call  # no request id: no keys
+
+
+def test_an_agent_used_as_a_tool_is_left_to_its_own_tools():
+    desk = SupportDesk()
+    helper = Agent(name="helper", tools=desk_tools(desk)).as_tool(
+        tool_name="ask_helper", tool_description="Ask the helper."
+    )
+    (kept,) = guard_tools([helper], {})
+    assert kept is helper

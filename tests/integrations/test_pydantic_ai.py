@@ -9,13 +9,21 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent, Tool
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from examples.frameworks import support_declarations
 from examples.support_desk import Fault, SupportDesk
 from toolspan.tracer import Safeguards
+from toolspan.tracer.integrations import Declaration
 from toolspan.tracer.integrations.pydantic_ai import GuardedToolset, RetryBoundary, guard_toolset
 from toolspan.tracer.store import MemoryStore, derive_key
 
@@ -189,3 +197,35 @@ def test_the_toolset_wrapper_works_without_the_capability(spans, clock):
     result = asyncio.run(agent.run("?", conversation_id="conv-2"))
     assert returns(result)["c1"].outcome == "success"
     assert spans.attrs(spans.call())["toolspan.attempts"] == 2
+
+
+def test_a_tools_model_retry_passes_through_and_leaves_its_key_free(spans, clock):
+    attempts: list[str] = []
+
+    def charge(order_id: str) -> dict[str, str]:
+        attempts.append(order_id)
+        if len(attempts) == 1:
+            raise ModelRetry("confirm the order first")
+        return {"charged": order_id}
+
+    boundary = RetryBoundary(
+        {"charge": Declaration.write(idempotent=True)},
+        safeguards=Safeguards(store=MemoryStore()),
+        tracer_provider=spans.provider,
+        sleep=clock.async_sleep,
+    )
+    steps = [[("charge", {"order_id": "A-1"})], [("charge", {"order_id": "A-1"})]]
+    agent = Agent(scripted(steps), tools=[Tool(charge, takes_ctx=False)], capabilities=[boundary])
+    result = agent.run_sync("?", run_id="req-1")
+    shown = returns(result)
+    # Pydantic AI's own retry prompt, then the call that went through.
+    assert (shown["c1"].outcome, shown["c1"].content) == ("retried", "confirm the order first")
+    assert shown["c2"].content == {"charged": "A-1"}
+    assert attempts == ["A-1", "A-1"]  # the same key ran again: it was not left unknown
+    first, second = (spans.attrs(c) for c in spans.calls())
+    assert (first["toolspan.status"], first["toolspan.error_code"]) == (
+        "permanent_error",
+        "control_flow",
+    )
+    assert first["toolspan.idempotency.key"] == second["toolspan.idempotency.key"]
+    assert second["toolspan.status"] == "succeeded"

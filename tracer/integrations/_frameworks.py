@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, ToolError
 from .._tool import Tool
 from ._common import Declarations
 
-__all__ = ["Bridge", "running"]
+__all__ = ["Bridge", "hand_over", "running"]
 
 E = TypeVar("E")
 
@@ -62,6 +62,20 @@ def running(run: Callable[[], Any]) -> Iterator[None]:
         yield
     finally:
         _RUN.reset(token)
+
+
+def hand_over(exc: BaseException, seen: list[BaseException]) -> ToolError:
+    """A framework's control flow raised by its tool, carried through the executor.
+
+    Not a failure of the tool: a deferral, an approval request, a graph
+    interrupt, a request that the model retry. The attempt ends with the
+    non-retryable code ``control_flow`` (so a write's key is released, not
+    left unknown as after a crash), and the adapter re-raises the exception
+    in ``seen`` once the executor has returned: the framework goes on as it
+    would without the boundary.
+    """
+    seen.append(exc)
+    return ToolError("control_flow", f"{type(exc).__name__}: handed back to the framework")
 
 
 class Bridge(Generic[E]):

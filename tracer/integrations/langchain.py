@@ -34,7 +34,10 @@ answered with an error ``ToolMessage`` failed for good (``tool_error``, not
 repeated). A failure reaches the model as a ``ToolMessage`` with
 ``status="error"`` whose content is the structured result as JSON (the same
 object is its ``artifact``); the run goes on. A success keeps the tool's own
-message; a replayed or read-back answer becomes a new one.
+message; a replayed or read-back answer becomes a new one. An interrupt
+(``interrupt()`` in a tool, human-in-the-loop) ends the attempt as
+``control_flow`` (never repeated; a write's key is released) and then
+propagates as LangGraph expects.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
@@ -54,7 +58,7 @@ from .._errors import ToolError
 from .._executor import AsyncExecutor, Executor
 from .._result import ToolResult
 from ._common import Declaration, Declarations, model_reply
-from ._frameworks import Bridge, running
+from ._frameworks import Bridge, hand_over, running
 
 __all__ = ["IdOf", "RetryBoundaryMiddleware", "guarded_tool_node"]
 
@@ -118,15 +122,21 @@ class RetryBoundaryMiddleware(AgentMiddleware[Any, Any, Any]):
             return handler(request)
         executor = self._executor(self._sync, request.tool)
         replies: list[Reply] = []
+        handed_over: list[BaseException] = []
 
         def attempt() -> Any:
-            reply = handler(request)
+            try:
+                reply = handler(request)
+            except GraphBubbleUp as exc:  # an interrupt: LangGraph's, not a failure
+                raise hand_over(exc, handed_over) from exc
             content = _content(reply)
             replies.append(reply)
             return content
 
         with running(attempt):
             result = executor.execute(self._call(request))
+        if handed_over:
+            raise handed_over[-1]
         return _answer(request, result, replies)
 
     async def awrap_tool_call(
@@ -138,15 +148,21 @@ class RetryBoundaryMiddleware(AgentMiddleware[Any, Any, Any]):
             return await handler(request)
         executor = self._executor(self._async, request.tool)
         replies: list[Reply] = []
+        handed_over: list[BaseException] = []
 
         async def attempt() -> Any:
-            reply = await handler(request)
+            try:
+                reply = await handler(request)
+            except GraphBubbleUp as exc:
+                raise hand_over(exc, handed_over) from exc
             content = _content(reply)
             replies.append(reply)
             return content
 
         with running(attempt):
             result = await executor.execute(self._call(request))
+        if handed_over:
+            raise handed_over[-1]
         return _answer(request, result, replies)
 
     def _executor(self, bridge: Bridge[Any], tool: BaseTool) -> Any:

@@ -19,7 +19,8 @@ have a read-back) comes from its :class:`Declarations`::
 Ids: the conversation is the run's ``group_id`` (the SDK's own "chat thread"
 id) and the request is ``trace_metadata["request_id"]``, unless
 ``conversation_id=`` / ``request_id=`` say otherwise (functions of the
-:class:`agents.ToolContext`). Without a request id no idempotency key can be
+:class:`agents.ToolContext`, e.g. ``lambda ctx: ctx.context.session_id``
+for a session id kept in the run's context). Without a request id no idempotency key can be
 derived, so no write is ever repeated.
 
 Each attempt calls the SDK's own invocation (argument parsing, context
@@ -80,6 +81,9 @@ def guard_tools(
 ) -> list[AgentTool]:
     """``tools`` with every :class:`FunctionTool` behind the boundary; others unchanged.
 
+    Hosted tools run at OpenAI and an agent used as a tool (``as_tool``) is
+    an agent loop of its own (guard its tools): both are left as they are.
+
     ``executor_options`` go to the :class:`AsyncExecutor` (``safeguards``,
     ``tracer_provider``, ``policy``, ``hooks``, ``sleep``, ``clock``, ...).
     """
@@ -88,11 +92,15 @@ def guard_tools(
         lambda declared: AsyncExecutor(declared, **executor_options),
     )
     return [
-        _guard(tool, bridge, conversation_id, request_id)
-        if isinstance(tool, FunctionTool)
-        else tool
+        _guard(tool, bridge, conversation_id, request_id) if _guardable(tool) else tool
         for tool in tools
     ]
+
+
+def _guardable(tool: AgentTool) -> bool:
+    # An agent used as a tool runs a nested agent loop of its own (interruptions,
+    # nested results): guard that agent's tools instead.
+    return isinstance(tool, FunctionTool) and not tool._is_agent_tool
 
 
 def guard_agent(

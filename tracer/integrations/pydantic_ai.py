@@ -28,7 +28,8 @@ retry budget), whose content is the structured result as JSON. Pydantic
 AI's own ``execute_tool`` spans stay; toolspan's call span nests inside, and
 the analyzer counts the call once. The framework's control flow
 (``ModelRetry``, ``ToolFailed``, ``CallDeferred``, ``ApprovalRequired``
-raised by a tool) passes through unchanged.
+raised by a tool) ends the attempt as ``control_flow`` (never repeated; a
+write's key is released) and then passes through unchanged.
 """
 
 from __future__ import annotations
@@ -39,16 +40,19 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import to_jsonable_python
 
 from .._executor import AsyncExecutor
 from ._common import Declaration, Declarations, model_reply
-from ._frameworks import Bridge, running
+from ._frameworks import Bridge, hand_over, running
 
 __all__ = ["GuardedToolset", "IdOf", "RetryBoundary", "guard_toolset"]
+
+# Raised by tools to steer Pydantic AI, not failures: passed through unchanged.
+_CONTROL_FLOW = (ModelRetry, ToolFailed, CallDeferred, ApprovalRequired)
 
 # A run id read from the run context: the conversation or the request.
 IdOf = Callable[[RunContext[Any]], str | None]
@@ -88,8 +92,18 @@ class GuardedToolset(WrapperToolset[Any]):
             request_id=request_id,
             turn_id=f"{request_id}-step{ctx.run_step}" if request_id else "",
         )
-        with running(lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)):
+        handed_over: list[BaseException] = []
+
+        async def attempt() -> Any:
+            try:
+                return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            except _CONTROL_FLOW as exc:
+                raise hand_over(exc, handed_over) from exc
+
+        with running(attempt):
             result = await executor.execute(call)
+        if handed_over:
+            raise handed_over[-1]
         if result.ok:
             return result.data
         raise ToolFailed(model_reply(result).text)
