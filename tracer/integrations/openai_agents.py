@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from agents import Agent, FunctionTool, ToolTimeoutError
 from agents.tool import Tool as AgentTool
@@ -97,7 +97,7 @@ def guard_tools(
     ]
 
 
-def _guardable(tool: AgentTool) -> bool:
+def _guardable(tool: AgentTool) -> TypeGuard[FunctionTool]:
     # An agent used as a tool runs a nested agent loop of its own (interruptions,
     # nested results): guard that agent's tools instead.
     return isinstance(tool, FunctionTool) and not tool._is_agent_tool
