@@ -65,6 +65,14 @@ class ScriptedAPI:
             max_retries=0,
         )
 
+    def async_openai_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key="sk-scripted",
+            base_url="http://model.invalid/v1",
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle)),
+            max_retries=0,
+        )
+
     def anthropic_client(self) -> anthropic.Anthropic:
         return anthropic.Anthropic(
             api_key="sk-ant-scripted",

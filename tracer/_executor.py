@@ -455,6 +455,9 @@ class _Core:
             base[attr.SIDE_EFFECT] = declared.side_effect
         if call.idempotency_key:
             base[attr.IDEMPOTENCY_KEY] = call.idempotency_key
+        if declared is not None and declared.span_attributes:
+            # An adapter's protocol attributes (MCP's); they never replace ours.
+            base = {**declared.span_attributes, **base}
         return base
 
     def _refuse(

@@ -51,6 +51,9 @@ class Tool:
     resource run one after another. ``service`` names the downstream service
     the tool calls (default: the tool's name): retry budgets and circuit
     breakers are kept per service, so tools of one API share them.
+    ``span_attributes`` are added to every span of the tool's calls (an
+    adapter's protocol attributes, e.g. MCP's ``mcp.method.name``); they never
+    replace the executor's own.
     """
 
     name: str
@@ -67,6 +70,7 @@ class Tool:
     check_with: str | None = None
     next_tools: Sequence[str] = ()
     service: str = ""
+    span_attributes: Mapping[str, str | bool | int | float] | None = None
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
     _check_result: _Validator | None = field(init=False, repr=False, compare=False)
 

@@ -58,7 +58,7 @@ def test_without_write_tools_the_mis_declared_sms_goes_unseen(tmp_path):
     assert "unsafe_retry" not in kinds
 
 
-EXAMPLES = ["openai", "anthropic", "openai_responses"]
+EXAMPLES = ["openai", "anthropic", "openai_responses", "mcp"]
 
 
 @pytest.mark.parametrize("shape", EXAMPLES)

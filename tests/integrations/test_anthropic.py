@@ -41,8 +41,11 @@ def test_tool_results_go_back_through_the_sdk_with_is_error_on_failures(make_exe
         declarations,
     )
     executor = make_executor(tools, safeguards=Safeguards(store=MemoryStore()))
-    turn = [Planned("check_inventory", {"sku": "BELL"}), Planned("reserve_item", {"sku": "BELL"}),
-            Planned("reserve_item", {"quantity": 2})]  # fmt: skip
+    turn = [
+        Planned("check_inventory", {"sku": "BELL"}),
+        Planned("reserve_item", {"sku": "BELL"}),
+        Planned("reserve_item", {"quantity": 2}),
+    ]
     model = ScriptedAPI("anthropic", [Request("help", [turn])])
     client = model.anthropic_client()
     specs = [ts_anthropic.tool_spec(t) for t in tools]
@@ -50,14 +53,20 @@ def test_tool_results_go_back_through_the_sdk_with_is_error_on_failures(make_exe
     message = client.messages.create(model=MODEL, max_tokens=64, messages=messages, tools=specs)
     assert all(isinstance(block, ToolUseBlock) for block in message.content)
     messages.append({"role": "assistant", "content": message.content})
-    messages.append(ts_anthropic.answer(executor, message, conversation_id="cv", request_id="r1",
-                                        declarations=declarations))  # fmt: skip
+    messages.append(
+        ts_anthropic.answer(
+            executor, message, conversation_id="cv", request_id="r1", declarations=declarations
+        )
+    )
     final = client.messages.create(model=MODEL, max_tokens=64, messages=messages, tools=specs)
     assert final.content[0].text == "Done."
 
     sent = model.bodies[-1]
-    assert sent["tools"][0] == {"name": "check_inventory", "description": "Stock level.",
-                                "input_schema": SKU}  # fmt: skip
+    assert sent["tools"][0] == {
+        "name": "check_inventory",
+        "description": "Stock level.",
+        "input_schema": SKU,
+    }
     asked = [b["id"] for b in sent["messages"][1]["content"]]
     results = sent["messages"][2]
     assert results["role"] == "user"

@@ -17,13 +17,19 @@ from toolspan.tracer.integrations import Declaration, Declarations
 from toolspan.tracer.integrations import openai as ts_openai
 from toolspan.tracer.store import MemoryStore, derive_key
 
-ORDER = {"type": "object", "properties": {"order_id": {"type": "string"}},
-         "required": ["order_id"], "additionalProperties": False}  # fmt: skip
+ORDER = {
+    "type": "object",
+    "properties": {"order_id": {"type": "string"}},
+    "required": ["order_id"],
+    "additionalProperties": False,
+}
 DEFINITIONS = [
-    {"type": "function",
-     "function": {"name": "get_order", "description": "Look up.", "parameters": ORDER}},
+    {
+        "type": "function",
+        "function": {"name": "get_order", "description": "Look up.", "parameters": ORDER},
+    },
     {"type": "function", "function": {"name": "cancel_order", "parameters": ORDER}},
-]  # fmt: skip
+]
 TURN = [Planned("get_order", {"order_id": "A-1"}), Planned("cancel_order", {"order_id": "A-1"})]
 
 
@@ -77,8 +83,10 @@ def test_chat_results_go_back_through_the_sdk_as_tool_messages(executor, spans):
     # Undeclared, so a write without a key: sent once, never repeated blind.
     assert (cancel["ok"], cancel["status"], cancel["attempts"]) == (False, "unsafe_retry", 1)
     assert shop.cancels == [None]
-    ids = {span.attributes["gen_ai.tool.name"]: span.attributes["gen_ai.tool.call.id"]
-           for span in spans.calls()}  # fmt: skip
+    ids = {
+        span.attributes["gen_ai.tool.name"]: span.attributes["gen_ai.tool.call.id"]
+        for span in spans.calls()
+    }
     assert ids == dict(zip(["get_order", "cancel_order"], asked, strict=True))
 
 
@@ -101,8 +109,11 @@ def test_responses_function_calls_are_answered_with_function_call_outputs(execut
 
     sent = model.bodies[-1]["input"]
     calls = [i for i in sent if i.get("type") == "function_call"]
-    outputs = {i["call_id"]: json.loads(i["output"]) for i in sent
-               if i.get("type") == "function_call_output"}  # fmt: skip
+    outputs = {
+        i["call_id"]: json.loads(i["output"])
+        for i in sent
+        if i.get("type") == "function_call_output"
+    }
     assert list(outputs) == [c["call_id"] for c in calls]
     assert outputs[calls[0]["call_id"]]["status"] == "succeeded"
     # Keyed: the lost answers are retried under one key (the service dedups on it).

@@ -192,11 +192,13 @@ class Declarations:
         parameters: Mapping[str, Any] | None = None,
         description: str = "",
         declaration: Declaration | None = None,
+        span_attributes: Mapping[str, str | bool | int | float] | None = None,
     ) -> Tool:
         """A toolspan :class:`Tool` from a framework's definition merged with the declaration.
 
         ``declaration`` overrides the lookup by name (adapters pass opted-in
-        server hints this way).
+        server hints this way); ``span_attributes`` go on every span of the
+        tool's calls (an adapter's protocol attributes).
         """
         declared = declaration if declaration is not None else self.get(name)
         return Tool(
@@ -211,6 +213,7 @@ class Declarations:
             read_back=declared.read_back,
             resource_key=declared.resource_key,
             description=description,
+            span_attributes=span_attributes,
         )
 
     def key(
