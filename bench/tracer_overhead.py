@@ -13,7 +13,12 @@ everything, so only the on-thread cost is compared:
   validation, redaction (the arguments hold a secret-named key), canonical
   JSON and SHA-256 hashing of arguments and result all on;
 * the same for ``AsyncExecutor`` (against an async floor), and the executor
-  without a tracer (``NoOpTracerProvider``: the cost of everything but spans).
+  without a tracer (``NoOpTracerProvider``: the cost of everything but spans);
+* adapter rows, against ``OpenAI dict + message`` (a plain-dict tool call
+  through ``ToolCall.from_openai``, executed, rendered with
+  ``to_openai_message``: the path before adapters): the OpenAI SDK's
+  tool-call object the same way (``integrations.openai.tool_message``), and a
+  whole ``ChatCompletion`` through ``integrations.openai.answer_chat``.
 
 Variants are interleaved in every repeat; the figure is the median of the
 repeats. ``--profile`` adds a cProfile breakdown of ``Executor.execute``.
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import tenacity
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -56,6 +62,8 @@ from toolspan.tracer import (
     ToolCall,
     ToolError,
 )
+from toolspan.tracer.integrations import Declarations
+from toolspan.tracer.integrations import openai as ts_openai
 
 TOOL = "get_dock_status"
 PARAMETERS: dict[str, Any] = {
@@ -247,6 +255,33 @@ def build_variants(
     async def async_floor() -> Any:
         return floor_call(tracer, shapes)
 
+    sdk_call, completion = openai_objects()
+    declarations = Declarations.from_tools(executor.tools.values())
+
+    dict_call = sdk_call.model_dump()
+
+    def openai_dict_path() -> Any:
+        call = ToolCall.from_openai(
+            dict_call, conversation_id="conv-1", request_id="req-1", turn_id="turn-1"
+        )
+        return executor.execute(call).to_openai_message()
+
+    def openai_object_path() -> Any:
+        call = ToolCall.from_openai(
+            sdk_call, conversation_id="conv-1", request_id="req-1", turn_id="turn-1"
+        )
+        return ts_openai.tool_message(executor.execute(call))
+
+    def openai_answer_chat() -> Any:
+        return ts_openai.answer_chat(
+            executor,
+            completion,
+            conversation_id="conv-1",
+            request_id="req-1",
+            turn_id="turn-1",
+            declarations=declarations,
+        )
+
     def variant(label: str, measure: Callable[[int], float], floor: str = "floor") -> Variant:
         return Variant(label, measure, floor, [])
 
@@ -262,7 +297,43 @@ def build_variants(
             lambda n: per_call_us_async(loop, lambda: async_executor.execute(CALL), n),
             "async floor",
         ),
+        variant("OpenAI dict + message", lambda n: per_call_us(openai_dict_path, n)),
+        variant(
+            "OpenAI object + message",
+            lambda n: per_call_us(openai_object_path, n),
+            "OpenAI dict + message",
+        ),
+        variant(
+            "OpenAI answer_chat",
+            lambda n: per_call_us(openai_answer_chat, n),
+            "OpenAI dict + message",
+        ),
     ]
+
+
+def openai_objects() -> tuple[ChatCompletionMessageFunctionToolCall, ChatCompletion]:
+    """The SDK's own pydantic objects for the benchmark call, as its parser makes them."""
+    raw = {
+        "id": "call_8f2d",
+        "type": "function",
+        "function": {"name": TOOL, "arguments": CALL_JSON},
+    }
+    completion = ChatCompletion.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {"role": "assistant", "content": None, "tool_calls": [raw]},
+                }
+            ],
+        }
+    )
+    return ChatCompletionMessageFunctionToolCall.model_validate(raw), completion
 
 
 CALL_JSON = (

@@ -39,18 +39,19 @@ exception that ends the run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from .._errors import ConfigurationError
+from .._executor import Executor
 from .._result import ToolResult
 from .._tool import SideEffect, Tool, ToolCall
 from ..store import derive_key
 
-__all__ = ["Declaration", "Declarations", "ModelReply", "model_reply"]
+__all__ = ["Declaration", "Declarations", "ModelReply", "execute_all", "model_reply"]
 
 Arguments = Mapping[str, Any]
 
@@ -316,3 +317,13 @@ def model_reply(result: ToolResult) -> ModelReply:
     payload = result.to_dict()
     text = orjson.dumps(payload, default=str).decode()
     return ModelReply(not result.ok, text, payload, result.data if result.ok else None)
+
+
+def execute_all(executor: Executor, calls: Sequence[ToolCall]) -> list[ToolResult]:
+    """One model step's calls through ``executor``: a batch (parallel where safe) or one call.
+
+    A single call skips the batch planning, which is all a batch adds for it.
+    """
+    if len(calls) == 1:
+        return [executor.execute(calls[0])]
+    return executor.execute_batch(calls)

@@ -21,11 +21,18 @@ __all__ = ["anthropic_fields", "field", "openai_fields"]
 Fields = tuple[str, str, Any]
 
 
+_ABSENT = object()
+
+
 def field(item: Any, name: str) -> Any:
     """``item[name]`` for a mapping, ``item.name`` for an SDK object; ``None`` if absent."""
-    if isinstance(item, Mapping):
+    # Exact-type and attribute checks first: an ABC isinstance costs more than the rest.
+    if type(item) is dict:
         return item.get(name)
-    return getattr(item, name, None)
+    value = getattr(item, name, _ABSENT)
+    if value is not _ABSENT:
+        return value
+    return item.get(name) if isinstance(item, Mapping) else None
 
 
 def openai_fields(tool_call: Any) -> Fields:

@@ -22,7 +22,7 @@ from typing import Any
 from .._executor import Executor
 from .._result import ToolResult
 from .._tool import Tool, ToolCall
-from ._common import Declaration, Declarations, model_reply
+from ._common import Declaration, Declarations, execute_all, model_reply
 from ._shapes import field
 
 __all__ = ["answer", "tool_calls", "tool_result_block", "tool_spec", "tools_from_definitions"]
@@ -109,5 +109,5 @@ def answer(
         turn_id=turn_id,
         declarations=declarations,
     )
-    results = executor.execute_batch(calls)
+    results = execute_all(executor, calls)
     return {"role": "user", "content": [tool_result_block(result) for result in results]}

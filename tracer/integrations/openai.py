@@ -29,7 +29,7 @@ from typing import Any
 from .._executor import Executor
 from .._result import ToolResult
 from .._tool import Tool, ToolCall
-from ._common import Declaration, Declarations, model_reply
+from ._common import Declaration, Declarations, execute_all, model_reply
 from ._shapes import field
 
 __all__ = [
@@ -162,7 +162,7 @@ def answer_chat(
         turn_id=turn_id,
         declarations=_or_tools(declarations, executor),
     )
-    return [tool_message(result) for result in executor.execute_batch(calls)]
+    return [tool_message(result) for result in execute_all(executor, calls)]
 
 
 def answer_response(
@@ -182,16 +182,21 @@ def answer_response(
         turn_id=turn_id,
         declarations=_or_tools(declarations, executor),
     )
-    return [function_call_output(result) for result in executor.execute_batch(calls)]
+    return [function_call_output(result) for result in execute_all(executor, calls)]
 
 
 def _chat_entries(source: Any) -> Sequence[Any]:
     choices = field(source, "choices")
     if choices is not None:  # a ChatCompletion: its first choice's message
         source = field(choices[0], "message") if choices else None
-    if source is None or (isinstance(source, Sequence) and not isinstance(source, str | bytes)):
-        return source or []
-    return field(source, "tool_calls") or []
+    if source is None:
+        return []
+    if type(source) is list or type(source) is tuple:  # already the tool_calls entries
+        return source
+    entries = field(source, "tool_calls")
+    if entries is None and isinstance(source, Sequence) and not isinstance(source, str | bytes):
+        return source
+    return entries or []
 
 
 def _keyed(calls: list[ToolCall], declarations: Declarations | None) -> list[ToolCall]:
