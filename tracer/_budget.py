@@ -69,14 +69,14 @@ class RetryBudget:
         self._exhausted: set[str] = set()
         self._lock = threading.Lock()
 
-    def record_first_attempt(self, service: str) -> bool:
-        """Count a first attempt to ``service`` (never refused); False if the store failed."""
+    def record_first_attempt(self, service: str) -> float | None:
+        """Count a first attempt to ``service`` (never refused): the instant it was
+        counted at on the store's clock, or None when the store failed (not counted)."""
         try:
-            self._state.budget_first(service, self.window_s, self._clock)
+            return self._state.budget_first(service, self.window_s, self._clock)
         except StoreError as exc:
             _log.warning("retry budget of %r: store failed, not counted: %s", service, exc)
-            return False
-        return True
+            return None
 
     def allow_retry(self, service: str) -> BudgetVerdict:
         """Allow (and count) one retry to ``service``, or refuse it."""

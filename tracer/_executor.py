@@ -510,7 +510,7 @@ class _Core:
         if (
             run.attempt == 0
             and budget is not None
-            and not budget.record_first_attempt(run.tool.service)
+            and budget.record_first_attempt(run.tool.service) is None
         ):
             run.span.set_attribute(attr.RETRY_BUDGET_FAILED_OPEN, True)
         run.attempt = attempt = run.attempt + 1

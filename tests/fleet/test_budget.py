@@ -78,7 +78,7 @@ def test_retries_in_any_window_never_exceed_the_budget(
                 continue
             service, budget = str(operand), budgets[index % len(budgets)]
             if kind == "first":
-                assert budget.record_first_attempt(service) is True
+                assert budget.record_first_attempt(service) == clock.now
                 events.append(Event(clock.now, service, "first", True))
                 continue
             verdict = budget.allow_retry(service)
@@ -156,7 +156,7 @@ def test_a_failing_store_fails_open_and_says_so(caplog: pytest.LogCaptureFixture
     store.close()
     with caplog.at_level(logging.WARNING, "toolspan.tracer"):
         verdict = budget.allow_retry("s")
-        assert budget.record_first_attempt("s") is False
+        assert budget.record_first_attempt("s") is None
     assert verdict.allowed and verdict.failed_open
     assert "store failed" in caplog.text
     with pytest.raises(StoreError):
