@@ -173,6 +173,12 @@ def _analyze_clickhouse(args: argparse.Namespace, fail_on: list[str]) -> int:
             until=until,
             write_tools=_split(args.write_tools),
         ) as az:
+            window = "".join(
+                f", {name} {moment.isoformat()}"
+                for name, moment in (("since", since), ("until", until))
+                if moment
+            )
+            _progress(f"analyzing {az.table} in {az.source.display()}{window}")
             summary = az.summary()
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:

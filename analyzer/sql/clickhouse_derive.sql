@@ -30,7 +30,9 @@ SELECT
     a_side_effect AS side_effect_attr,
     a_key AS idempotency_key,
     accurateCastOrNull(a_replayed, 'Bool') AS replayed,
-    coalesce(a_args_hash, lower(hex(SHA256(toolspan_canonical_json(arguments_text))))) AS args_fingerprint,
+    -- if(), not coalesce(): only if() skips the canonical JSON where the hash is given.
+    if(a_args_hash IS NOT NULL, a_args_hash,
+       lower(hex(SHA256(toolspan_canonical_json(arguments_text))))) AS args_fingerprint,
     arguments_text AS arguments,
     a_result_hash AS result_hash,
     lower(hex(SHA256(toolspan_canonical_json(result_text)))) AS result_fingerprint,

@@ -10,7 +10,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from toolspan.analyzer._clickhouse import (
     parse_source,
     parse_time,
     run_sql,
+    statement,
 )
 from toolspan.analyzer._inputs import resolve
 from toolspan.cli import main
@@ -318,6 +319,23 @@ def test_the_time_range_selects_spans_by_start(table: Table, scenario: dict[str,
         assert az.summary()["calls"] == 0
 
 
+def test_a_bounded_range_reads_only_its_day_partitions(
+    table: Table, scenario: dict[str, object]
+) -> None:
+    table.load(scenario["dir"])  # type: ignore[arg-type]  # 2026-01-01
+    table.load(SAMPLES / "agent_run" / "traces.jsonl")  # 2026-01-05
+    since = datetime(2026, 1, 5, tzinfo=UTC)
+    estimates = {}
+    for bound in (None, since):
+        with ClickHouseAnalyzer(table.source, since=bound) as az:
+            sql = az._render(statement("clickhouse_derive", "tool_spans"))
+            rows = az._rows(f"EXPLAIN ESTIMATE {sql}")
+        estimates[bound] = {row[1]: row[2] for row in rows}  # table -> parts to read
+    whole, bounded = estimates[None]["otel_traces"], estimates[since]["otel_traces"]
+    assert whole >= 2
+    assert bounded < whole  # the 2026-01-01 partition is not read
+
+
 # -- views, SQL and the command line ---------------------------------------------------
 
 
@@ -377,7 +395,9 @@ def test_cli_analyze_sql_and_init(
         (f["kind"], f["conversation_id"], f["count"]) for f in duck["findings"]
     ]
     assert main(["analyze", table.source, "--table", "otel_traces", "--format", "markdown"]) == 0
-    assert "## Findings" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "## Findings" in printed.out
+    assert f"analyzing {table.database}.otel_traces" in printed.err
     views_db = "toolspan_views_" + table.database
     assert main(["clickhouse", "init", table.source, "--database", views_db]) == 0
     assert "tool_calls" in capsys.readouterr().out
