@@ -10,6 +10,13 @@
 WITH
 -- loop: >= min_repeats logical calls in one conversation with the same tool,
 -- the same arguments and the same answer. Attempts inside a call are not calls.
+-- Groups are counted first, and only the repeated ones collect their lists.
+repeated_key AS (
+    SELECT conversation_id, tool, args_fingerprint, answer
+    FROM tool_calls
+    GROUP BY conversation_id, tool, args_fingerprint, answer
+    HAVING count() >= $min_repeats
+),
 loop_group AS (
     SELECT
         conversation_id, tool, args_fingerprint, answer,
@@ -25,8 +32,8 @@ loop_group AS (
         sum(coalesce(total_wait_s, 0)) - argMin(coalesce(total_wait_s, 0), start_time) AS wasted_wait_s,
         sum(attempts) AS attempts
     FROM tool_calls
+    WHERE (conversation_id, tool, args_fingerprint, answer) IN (SELECT * FROM repeated_key)
     GROUP BY conversation_id, tool, args_fingerprint, answer
-    HAVING count() >= $min_repeats
 ),
 loop AS (
     SELECT

@@ -128,8 +128,9 @@ class Table:
         )
 
     def drop(self) -> None:
-        self.client.command(f"DROP DATABASE IF EXISTS {self.database}")
+        # The views' database first: its materialized views read the table.
         self.client.command("DROP DATABASE IF EXISTS toolspan_views_" + self.database)
+        self.client.command(f"DROP DATABASE IF EXISTS {self.database}")
         self.client.close()
 
 
