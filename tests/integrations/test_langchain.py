@@ -7,6 +7,8 @@ import json
 import random
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain.agents.middleware import ToolRetryMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
@@ -19,10 +21,12 @@ from langgraph.types import Command, interrupt
 from examples.frameworks import support_declarations
 from examples.langchain_agent import ScriptedChatModel
 from examples.support_desk import Fault, SupportDesk
+from tests.tracer.conftest import Spans
 from toolspan.tracer import Safeguards
 from toolspan.tracer.integrations import Declaration
 from toolspan.tracer.integrations.langchain import RetryBoundaryMiddleware, guarded_tool_node
 from toolspan.tracer.store import MemoryStore, derive_key
+from toolspan.tracer.testing import FakeClock
 
 REFUND = {"order_id": "A-1001", "amount_cents": 4900, "reason": "broken"}
 EMAIL = {"to": "rider@example.com", "subject": "Refund", "body": "On its way."}
@@ -245,3 +249,37 @@ def test_an_interrupt_passes_through_and_the_resumed_write_runs_once(spans, cloc
     )
     assert resumed["toolspan.status"] == "succeeded"
     assert resumed["toolspan.idempotency.key"] == interrupted["toolspan.idempotency.key"]
+
+
+FAULT_STEPS = st.sampled_from([None, 503, 429, "timeout", "commit_then_timeout"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    refund_faults=st.lists(FAULT_STEPS, max_size=4), email_faults=st.lists(FAULT_STEPS, max_size=4)
+)
+def test_whatever_fails_no_write_happens_twice_and_the_model_is_told_the_truth(
+    refund_faults, email_faults
+):
+    faults = {("refund_order", n): f for n, f in enumerate(refund_faults, 1) if f is not None}
+    faults |= {("send_email", n): f for n, f in enumerate(email_faults, 1) if f is not None}
+    spans, clock = Spans(), FakeClock()
+    try:
+        state, desk = run(
+            [[("refund_order", REFUND), ("send_email", EMAIL)]], spans, clock, faults=faults
+        )
+    finally:
+        spans.provider.shutdown()
+    refund, email = tool_messages(state)["c1"], tool_messages(state)["c2"]
+    refunds, emails = (
+        desk.side_effects["refund:A-1001"],
+        desk.side_effects["email:rider@example.com:Refund"],
+    )
+    assert refunds <= 1 and emails <= 1 and desk.calls["send_email"] <= 1
+    # A success is never invented: the model hears "done" only for an effect that happened.
+    assert refund.status == "error" or refunds == 1
+    assert email.status == "error" or emails == 1
+    for message in (refund, email):
+        if message.status == "error":
+            assert json.loads(message.content)["ok"] is False
+    assert state["messages"][-1].content == "done"  # the run always goes on
