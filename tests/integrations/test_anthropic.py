@@ -86,3 +86,40 @@ def test_tool_calls_of_a_message_or_its_blocks():
     assert ts_anthropic.tool_calls(message.content, conversation_id="cv") == from_message
     assert ts_anthropic.tool_calls(message.model_dump(), conversation_id="cv") == from_message
     assert [(c.name, c.arguments) for c in from_message] == [("check_inventory", {"sku": "A"})]
+
+
+def test_the_async_client_and_executor_take_the_same_blocks():
+    import asyncio
+
+    import anthropic
+    import httpx2
+
+    from toolspan.tracer import AsyncExecutor
+
+    async def check_inventory(sku: str) -> dict:
+        raise ToolError.from_status(404, "no such sku")
+
+    tools = ts_anthropic.tools_from_definitions(
+        DEFINITIONS[:1],
+        {"check_inventory": check_inventory},
+        {"check_inventory": Declaration.read()},
+    )
+    executor = AsyncExecutor(tools)
+    model = ScriptedAPI("anthropic", [Request("x", [[Planned("check_inventory", {"sku": "Q"})]])])
+
+    async def run() -> dict:
+        client = anthropic.AsyncAnthropic(
+            api_key="k",
+            base_url="http://model.invalid",
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(model.handle)),
+        )
+        messages: list = [{"role": "user", "content": "x"}]
+        message = await client.messages.create(model=MODEL, max_tokens=8, messages=messages)
+        messages.append({"role": "assistant", "content": message.content})
+        messages.append(await ts_anthropic.answer_async(executor, message, conversation_id="c"))
+        await client.messages.create(model=MODEL, max_tokens=8, messages=messages)
+        return model.bodies[-1]["messages"][-1]
+
+    (block,) = asyncio.run(run())["content"]
+    assert block["is_error"] is True
+    assert json.loads(block["content"])["error_code"] == "http_404"

@@ -255,3 +255,21 @@ def test_over_stdio_with_the_example_server_as_a_subprocess(spans, clock):
         "ok",
     ]
     assert spans.attrs(spans.call())["mcp.method.name"] == "tools/call"
+
+
+def test_a_server_asking_for_input_mid_call_ends_the_call_for_the_model(spans, clock):
+    server = MCPServer("asks")
+
+    @server.tool()
+    async def confirm_refund(order_id: str) -> mcp_types.InputRequiredResult:
+        return mcp_types.InputRequiredResult(request_state=f"confirm:{order_id}")
+
+    async def test():
+        async with Client(server) as client:  # the 2026 protocol, where servers may ask
+            guarded = await open_guarded(None, spans, clock, client.session)
+            return await guarded.call_tool("confirm_refund", {"order_id": "A-1"})
+
+    result = anyio.run(test)
+    assert result.is_error
+    payload = result.structured_content
+    assert (payload["status"], payload["error_code"]) == ("permanent_error", "mcp_input_required")

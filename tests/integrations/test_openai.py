@@ -6,13 +6,16 @@ assertions are on the JSON body the SDK actually sent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import httpx2
+import openai
 import pytest
 
 from examples.agent import Planned, Request
 from examples.scripted_api import MODEL, ScriptedAPI
-from toolspan.tracer import Executor, Safeguards, Tool, ToolError, current_call
+from toolspan.tracer import ConfigurationError, Executor, Safeguards, Tool, ToolError, current_call
 from toolspan.tracer.integrations import Declaration, Declarations
 from toolspan.tracer.integrations import openai as ts_openai
 from toolspan.tracer.store import MemoryStore, derive_key
@@ -131,8 +134,6 @@ def test_the_model_sees_the_tool_definitions_it_was_given(executor):
     ]
     spec = ts_openai.response_tool_spec(built["get_order"])
     assert (spec["type"], spec["name"], spec["parameters"]) == ("function", "get_order", ORDER)
-    with pytest.raises(KeyError, match="get_order"):
-        ts_openai.tools_from_definitions(DEFINITIONS, {})
 
 
 def test_tool_calls_of_a_completion_its_message_or_a_list(executor):
@@ -148,3 +149,50 @@ def test_tool_calls_of_a_completion_its_message_or_a_list(executor):
     declared = Declarations({"cancel_order": Declaration.write(idempotent=True)})
     keyed = ts_openai.chat_tool_calls(completion, declarations=declared, **ids)
     assert [c.idempotency_key for c in keyed] == [None, derive_key("r1", "cancel_order")]
+
+
+def test_the_async_client_and_executor_take_the_same_results():
+    from toolspan.tracer import AsyncExecutor
+
+    async def get_order(order_id: str) -> dict:
+        return {"order_id": order_id}
+
+    tools = ts_openai.tools_from_definitions(
+        DEFINITIONS[:1], {"get_order": get_order}, {"get_order": Declaration.read()}
+    )
+    executor = AsyncExecutor(tools)
+    turn = [Planned("get_order", {"order_id": "A-1"})]
+
+    async def chat() -> list:
+        model = ScriptedAPI("chat", [Request("help", [turn])])
+        client = model.async_openai_client()
+        messages: list = [{"role": "user", "content": "help"}]
+        completion = await client.chat.completions.create(model=MODEL, messages=messages)
+        messages.append(completion.choices[0].message)
+        messages += await ts_openai.answer_chat_async(executor, completion, conversation_id="c")
+        await client.chat.completions.create(model=MODEL, messages=messages)
+        return model.bodies[-1]["messages"]
+
+    async def responses() -> list:
+        model = ScriptedAPI("responses", [Request("help", [turn])])
+        client = openai.AsyncOpenAI(
+            api_key="k",
+            base_url="http://model.invalid/v1",
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(model.handle)),
+        )
+        response = await client.responses.create(model=MODEL, input="help")
+        items = [*response.output]
+        items += await ts_openai.answer_response_async(executor, response, conversation_id="c")
+        await client.responses.create(model=MODEL, input=items)
+        return model.bodies[-1]["input"]
+
+    sent_chat = asyncio.run(chat())
+    assert json.loads(sent_chat[-1]["content"])["data"] == {"order_id": "A-1"}
+    sent_items = asyncio.run(responses())
+    assert sent_items[-1]["type"] == "function_call_output"
+    assert json.loads(sent_items[-1]["output"])["status"] == "succeeded"
+
+
+def test_a_definition_without_its_function_is_a_configuration_error():
+    with pytest.raises(ConfigurationError, match="get_order"):
+        ts_openai.tools_from_definitions(DEFINITIONS, {})

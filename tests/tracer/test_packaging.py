@@ -50,3 +50,23 @@ def test_each_framework_adapter_has_its_extra_and_dev_installs_them():
     ):
         assert any(d.startswith(package) for d in extras[extra]), (extra, package)
     assert "toolspan[openai-agents,pydantic-ai,langchain]" in extras["dev"]
+
+
+def test_the_provider_adapters_work_without_importing_their_sdks():
+    # They read the SDKs' objects by field name: an app that passes dicts needs no SDK.
+    probe = (
+        "import sys, toolspan.tracer.integrations.openai, toolspan.tracer.integrations.anthropic\n"
+        "print(','.join(m for m in ('openai', 'anthropic', 'mcp', 'httpx2') if m in sys.modules))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == ""
+
+
+def test_each_adapter_has_its_extra():
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for extra, package in (("openai", "openai"), ("anthropic", "anthropic"), ("mcp", "mcp")):
+        assert any(d.startswith(package) for d in extras[extra])

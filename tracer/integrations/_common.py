@@ -46,12 +46,19 @@ from typing import Any
 import orjson
 
 from .._errors import ConfigurationError
-from .._executor import Executor
+from .._executor import AsyncExecutor, Executor
 from .._result import ToolResult
 from .._tool import SideEffect, Tool, ToolCall
 from ..store import derive_key
 
-__all__ = ["Declaration", "Declarations", "ModelReply", "execute_all", "model_reply"]
+__all__ = [
+    "Declaration",
+    "Declarations",
+    "ModelReply",
+    "execute_all",
+    "execute_all_async",
+    "model_reply",
+]
 
 Arguments = Mapping[str, Any]
 
@@ -327,3 +334,10 @@ def execute_all(executor: Executor, calls: Sequence[ToolCall]) -> list[ToolResul
     if len(calls) == 1:
         return [executor.execute(calls[0])]
     return executor.execute_batch(calls)
+
+
+async def execute_all_async(executor: AsyncExecutor, calls: Sequence[ToolCall]) -> list[ToolResult]:
+    """:func:`execute_all` for the :class:`AsyncExecutor`."""
+    if len(calls) == 1:
+        return [await executor.execute(calls[0])]
+    return await executor.execute_batch(calls)

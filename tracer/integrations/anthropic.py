@@ -19,13 +19,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .._executor import Executor
+from .._errors import ConfigurationError
+from .._executor import AsyncExecutor, Executor
 from .._result import ToolResult
 from .._tool import Tool, ToolCall
-from ._common import Declaration, Declarations, execute_all, model_reply
+from ._common import Declaration, Declarations, execute_all, execute_all_async, model_reply
 from ._shapes import field
 
-__all__ = ["answer", "tool_calls", "tool_result_block", "tool_spec", "tools_from_definitions"]
+__all__ = [
+    "answer",
+    "answer_async",
+    "tool_calls",
+    "tool_result_block",
+    "tool_spec",
+    "tools_from_definitions",
+]
 
 
 def tools_from_definitions(
@@ -39,7 +47,7 @@ def tools_from_definitions(
     for definition in definitions:
         name = str(definition["name"])
         if name not in functions:
-            raise KeyError(f"no function given for the Anthropic tool {name!r}")
+            raise ConfigurationError(f"no function given for the Anthropic tool {name!r}")
         tools.append(
             declared.tool(
                 name,
@@ -100,14 +108,42 @@ def answer(
     declarations: Declarations | None = None,
 ) -> dict[str, Any]:
     """Run a message's tool calls through ``executor``; the ``user`` message with the results."""
+    calls = _calls(executor, source, conversation_id, request_id, turn_id, declarations)
+    return _results_message(execute_all(executor, calls))
+
+
+async def answer_async(
+    executor: AsyncExecutor,
+    source: Any,
+    *,
+    conversation_id: str,
+    request_id: str = "",
+    turn_id: str = "",
+    declarations: Declarations | None = None,
+) -> dict[str, Any]:
+    """:func:`answer` for ``AsyncAnthropic`` and the :class:`AsyncExecutor`."""
+    calls = _calls(executor, source, conversation_id, request_id, turn_id, declarations)
+    return _results_message(await execute_all_async(executor, calls))
+
+
+def _calls(
+    executor: Executor | AsyncExecutor,
+    source: Any,
+    conversation_id: str,
+    request_id: str,
+    turn_id: str,
+    declarations: Declarations | None,
+) -> list[ToolCall]:
     if declarations is None:  # keys follow what the executor's tools say about themselves
         declarations = Declarations.from_tools(executor.tools.values())
-    calls = tool_calls(
+    return tool_calls(
         source,
         conversation_id=conversation_id,
         request_id=request_id,
         turn_id=turn_id,
         declarations=declarations,
     )
-    results = execute_all(executor, calls)
+
+
+def _results_message(results: list[ToolResult]) -> dict[str, Any]:
     return {"role": "user", "content": [tool_result_block(result) for result in results]}

@@ -26,8 +26,10 @@ Failures are classified for the retry policy: a request timeout is
 ``timeout``, a closed or broken connection ``connection_error``, a JSON-RPC
 error ``jsonrpc_<name>`` (``jsonrpc_invalid_params``, ``jsonrpc_internal_error``,
 ... or ``jsonrpc_<code>``), and a result with ``isError`` ``mcp_tool_error``
-(or what ``classify`` says). Structured content is the call's ``data``;
-without it, the text of a single text block, else the content blocks as JSON.
+(or what ``classify`` says); a server asking for input mid-call
+(``InputRequiredResult``) ends the call as ``mcp_input_required``.
+Structured content is the call's ``data``; without it, the text of a single
+text block, else the content blocks as JSON.
 
 Every span of a call carries ``mcp.method.name = "tools/call"`` and, when
 known, ``mcp.session.id``; the trace context goes to the server in
@@ -286,12 +288,16 @@ def _caller(
                 arguments,
                 read_timeout_seconds=timeout_s,
                 meta=cast(mcp_types.RequestParamsMeta, meta),  # an open map of extra keys
+                allow_input_required=True,
             )
         except Exception as exc:
             mapped = error_code_for(exc)
             if mapped is None:
                 raise
             raise mapped from exc
+        if isinstance(result, mcp_types.InputRequiredResult):
+            # The server asks the user something mid-call: not for a retry boundary to answer.
+            raise ToolError("mcp_input_required", "the MCP server asked for input for this call")
         if result.is_error:
             raise ToolError(classify(result), _text(result) or "the MCP tool reported an error")
         return _data(result)

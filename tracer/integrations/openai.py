@@ -26,15 +26,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .._executor import Executor
+from .._errors import ConfigurationError
+from .._executor import AsyncExecutor, Executor
 from .._result import ToolResult
 from .._tool import Tool, ToolCall
-from ._common import Declaration, Declarations, execute_all, model_reply
+from ._common import Declaration, Declarations, execute_all, execute_all_async, model_reply
 from ._shapes import field
 
 __all__ = [
     "answer_chat",
+    "answer_chat_async",
     "answer_response",
+    "answer_response_async",
     "chat_tool_calls",
     "chat_tool_spec",
     "function_call_output",
@@ -62,7 +65,7 @@ def tools_from_definitions(
         spec = definition.get("function") or definition
         name = str(spec["name"])
         if name not in functions:
-            raise KeyError(f"no function given for the OpenAI tool {name!r}")
+            raise ConfigurationError(f"no function given for the OpenAI tool {name!r}")
         tools.append(
             declared.tool(
                 name,
@@ -185,6 +188,46 @@ def answer_response(
     return [function_call_output(result) for result in execute_all(executor, calls)]
 
 
+async def answer_chat_async(
+    executor: AsyncExecutor,
+    source: Any,
+    *,
+    conversation_id: str,
+    request_id: str = "",
+    turn_id: str = "",
+    declarations: Declarations | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`answer_chat` for ``AsyncOpenAI`` and the :class:`AsyncExecutor`."""
+    calls = chat_tool_calls(
+        source,
+        conversation_id=conversation_id,
+        request_id=request_id,
+        turn_id=turn_id,
+        declarations=_or_tools(declarations, executor),
+    )
+    return [tool_message(result) for result in await execute_all_async(executor, calls)]
+
+
+async def answer_response_async(
+    executor: AsyncExecutor,
+    source: Any,
+    *,
+    conversation_id: str,
+    request_id: str = "",
+    turn_id: str = "",
+    declarations: Declarations | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`answer_response` for ``AsyncOpenAI`` and the :class:`AsyncExecutor`."""
+    calls = response_tool_calls(
+        source,
+        conversation_id=conversation_id,
+        request_id=request_id,
+        turn_id=turn_id,
+        declarations=_or_tools(declarations, executor),
+    )
+    return [function_call_output(result) for result in await execute_all_async(executor, calls)]
+
+
 def _chat_entries(source: Any) -> Sequence[Any]:
     choices = field(source, "choices")
     if choices is not None:  # a ChatCompletion: its first choice's message
@@ -203,7 +246,9 @@ def _keyed(calls: list[ToolCall], declarations: Declarations | None) -> list[Too
     return calls if declarations is None else [declarations.keyed(call) for call in calls]
 
 
-def _or_tools(declarations: Declarations | None, executor: Executor) -> Declarations:
+def _or_tools(
+    declarations: Declarations | None, executor: Executor | AsyncExecutor
+) -> Declarations:
     # Without declarations, keys follow what the executor's tools say about themselves.
     if declarations is not None:
         return declarations
