@@ -5,15 +5,24 @@ imported by the app itself, which runs in its own process.
 """
 
 from .._errors import ToolspanError
-from ._errors import DashboardError, QueryFailed, QueryRefused, QueryTimeout
+from ._errors import (
+    DashboardError,
+    QueryFailed,
+    QueryMemoryExceeded,
+    QueryRefused,
+    QueryTimeout,
+    ResultTooLarge,
+)
 from ._launch import launch
 from ._sandbox import SandboxLimits, SandboxResult, SqlSandbox, open_database
 
 __all__ = [
     "DashboardError",
     "QueryFailed",
+    "QueryMemoryExceeded",
     "QueryRefused",
     "QueryTimeout",
+    "ResultTooLarge",
     "SandboxLimits",
     "SandboxResult",
     "SqlSandbox",

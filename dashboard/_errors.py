@@ -1,8 +1,22 @@
 """The dashboard's branch of toolspan's one exception tree (drawn in ``toolspan/_errors.py``):
-one base, ``DashboardError`` (a ``ToolspanError``), three ways a query can end badly."""
+one base, ``DashboardError`` (a ``ToolspanError``), and the ways a query can end badly."""
 
 from __future__ import annotations
 
-from .._errors import DashboardError, QueryFailed, QueryRefused, QueryTimeout
+from .._errors import (
+    DashboardError,
+    QueryFailed,
+    QueryMemoryExceeded,
+    QueryRefused,
+    QueryTimeout,
+    ResultTooLarge,
+)
 
-__all__ = ["DashboardError", "QueryFailed", "QueryRefused", "QueryTimeout"]
+__all__ = [
+    "DashboardError",
+    "QueryFailed",
+    "QueryMemoryExceeded",
+    "QueryRefused",
+    "QueryTimeout",
+    "ResultTooLarge",
+]

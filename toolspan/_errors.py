@@ -19,6 +19,8 @@ these very classes::
         ├── QueryRefused          the SQL console will not run this statement
         ├── QueryTimeout          the query ran past the time limit
         └── QueryFailed           DuckDB rejected the query
+            ├── QueryMemoryExceeded  the query used more memory than the console allows
+            └── ResultTooLarge    the result is more bytes than the console takes
 
 ``ConfigurationError`` is also a ``ValueError``. A ``ToolError`` never escapes
 ``Executor.execute``: it becomes a structured ``ToolResult``. Any other
@@ -43,8 +45,10 @@ __all__ = [
     "InputError",
     "QueryError",
     "QueryFailed",
+    "QueryMemoryExceeded",
     "QueryRefused",
     "QueryTimeout",
+    "ResultTooLarge",
     "StoreError",
     "ToolError",
     "ToolspanError",
@@ -153,3 +157,11 @@ class QueryTimeout(DashboardError):
 
 class QueryFailed(DashboardError):
     """DuckDB rejected the query (syntax, unknown table, out of memory...)."""
+
+
+class QueryMemoryExceeded(QueryFailed):
+    """The query used more memory than the console allows and was stopped."""
+
+
+class ResultTooLarge(QueryFailed):
+    """The query's result is more bytes than the console takes (whatever its rows)."""

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from toolspan.dashboard import DashboardError, QueryTimeout, SqlSandbox, ui
+from toolspan.dashboard import (
+    DashboardError,
+    QueryMemoryExceeded,
+    QueryRefused,
+    QueryTimeout,
+    ResultTooLarge,
+    SqlSandbox,
+    ui,
+)
 
 DEFAULT_SQL = (
     "SELECT tool, status, count(*) AS calls, sum(attempts) AS attempts\n"
@@ -41,12 +49,29 @@ def _start_from_filters() -> None:
 
 def _schema() -> None:
     with st.expander("Views and columns"):
+        sandbox = SqlSandbox(ui.connection(), ui.limits())
         for view in VIEWS:
             try:
-                described = SqlSandbox(ui.connection(), ui.limits()).run(f"DESCRIBE {view}")
+                described = sandbox.describe(view)
             except DashboardError:
                 continue
-            st.markdown(f"`{view}`: " + ", ".join(f"`{row[0]}` {row[1]}" for row in described.rows))
+            st.text(f"{view}: " + ", ".join(f"{row[0]} {row[1]}" for row in described.rows))
+
+
+# What each failure is called; the message itself (DuckDB's, which quotes the
+# query and stored values) is shown as plain text, never Markdown.
+_HEADINGS: tuple[tuple[type[DashboardError], str], ...] = (
+    (QueryRefused, "Refused"),
+    (ResultTooLarge, "Result too large"),
+    (QueryMemoryExceeded, "The query used too much memory"),
+    (DashboardError, "The query failed"),
+)
+
+
+def _show_error(exc: DashboardError) -> None:
+    heading = next(text for kind, text in _HEADINGS if isinstance(exc, kind))
+    st.error(heading)
+    st.code(str(exc), language=None, wrap_lines=True)
 
 
 def render() -> None:
@@ -54,8 +79,9 @@ def render() -> None:
     limits = ui.limits()
     st.caption(
         f"Read-only DuckDB over the analyzer's views. No files, network, settings or "
-        f"extensions; queries stop after {limits.time_limit_s:g} s and show at most "
-        f"{limits.max_rows:,} rows. The sidebar filters do not apply to your SQL: "
+        f"extensions; queries stop after {limits.time_limit_s:g} s or "
+        f"{limits.max_process_mb:,} MB of memory and show at most {limits.max_rows:,} rows "
+        f"or {limits.max_result_bytes / 1e6:g} MB. The sidebar filters do not apply to your SQL: "
         "start from them with the button below."
     )
     _schema()
@@ -69,10 +95,10 @@ def render() -> None:
     try:
         result = SqlSandbox(ui.connection(), limits).run(sql)
     except QueryTimeout as exc:
-        st.warning(str(exc))
+        st.warning(str(exc))  # the console's own text: only the limit's figure in it
         return
     except DashboardError as exc:
-        st.error(str(exc))
+        _show_error(exc)
         return
     frame = pd.DataFrame.from_records(result.rows, columns=result.columns)
     more = f" (first {limits.max_rows:,}; the result has more)" if result.truncated else ""

@@ -29,12 +29,20 @@ def _explanation(detail: object) -> str:
     return str(parsed.get("explanation") or "") if isinstance(parsed, dict) else ""
 
 
+def _show_detail(detail: str) -> None:
+    try:
+        st.json(json.loads(detail), expanded=True)
+    except ValueError:
+        st.code(detail, language=None, wrap_lines=True)
+
+
 def _open_finding(finding: pd.Series) -> None:
-    st.markdown(f"**{_describe(finding)}**")
-    # Trace text (tool names, keys) inside: plain text, never Markdown.
+    # Trace text (tool names, conversation ids, keys, recorded arguments)
+    # everywhere here: plain text or JSON, never Markdown or HTML.
+    st.text(_describe(finding))
     st.text(_explanation(finding["detail"]))
     if pd.notna(finding["detail"]):
-        st.write(str(finding["detail"]))
+        _show_detail(str(finding["detail"]))
     calls = ui.query(
         "finding_calls",
         span_ids=list(finding["span_ids"]),

@@ -11,8 +11,10 @@ import pytest
 from toolspan.dashboard import (
     DashboardError,
     QueryFailed,
+    QueryMemoryExceeded,
     QueryRefused,
     QueryTimeout,
+    ResultTooLarge,
     SandboxLimits,
     SqlSandbox,
     open_database,
@@ -180,3 +182,110 @@ def test_explain_and_describe_allowed(sandbox: SqlSandbox) -> None:
 def test_missing_database_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DashboardError, match="no database at"):
         open_database(tmp_path / "missing.duckdb")
+
+
+# -- bounded memory and result size, statement classification (issue 10) ----
+
+BOUNDED = SandboxLimits(
+    time_limit_s=20.0,
+    max_rows=10_000,
+    memory_limit="256MB",
+    threads=1,
+    max_process_mb=600,
+    max_result_bytes=4 * 1024 * 1024,
+)
+
+
+def _resident_mb() -> float:
+    import os
+
+    with open(f"/proc/{os.getpid()}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def test_a_result_too_large_in_bytes_is_refused_and_the_app_holds_little(
+    connection: duckdb.DuckDBPyConnection,
+) -> None:
+    sandbox = SqlSandbox(connection, BOUNDED)
+    before = _resident_mb()
+    with pytest.raises(ResultTooLarge, match=r"Result too large: more than 4\.\d+ MB"):
+        sandbox.run("SELECT repeat('x', 20000) AS s FROM range(100000)")
+    # DuckDB's own chunks of the issue's query (2,048 rows of 200 kB) may pass
+    # the process limit before the byte cap: stopped either way.
+    with pytest.raises((ResultTooLarge, QueryMemoryExceeded)):
+        sandbox.run("SELECT repeat('x', 200000) AS s FROM range(100000)")
+    assert _resident_mb() - before < 100  # gigabytes of rows never reached the app
+    assert sandbox.run("SELECT 2 AS two").rows == [(2,)]
+
+
+def test_a_runaway_allocation_is_stopped_without_taking_the_app_down(
+    connection: duckdb.DuckDBPyConnection,
+) -> None:
+    sandbox = SqlSandbox(connection, BOUNDED)
+    before = _resident_mb()
+    started = time.monotonic()
+    with pytest.raises(QueryMemoryExceeded, match="used too much memory"):
+        sandbox.run("SELECT len(list_sort(range(50000000))) AS n")
+    assert time.monotonic() - started < 15
+    assert _resident_mb() - before < 100
+    assert sandbox.run("SELECT count(*) FROM t").rows == [(12,)]
+
+
+def test_rows_within_both_limits_come_back_whole(connection: duckdb.DuckDBPyConnection) -> None:
+    result = SqlSandbox(connection, BOUNDED).run("SELECT repeat('x', 1000) AS s FROM range(2000)")
+    assert len(result.rows) == 2000 and result.rows[0] == ("x" * 1000,)
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        "CREATE TEMP TABLE x AS SELECT 1",
+        "CREATE TEMP VIEW x AS SELECT 1",
+        "CREATE TEMP MACRO m(a) AS a + 1",
+        "SET search_path = 'main'",
+        "CALL pragma_version()",
+        "CHECKPOINT",
+        "VACUUM",
+        "CREATE SECRET s (TYPE s3, KEY_ID 'k', SECRET 'v')",
+        "INSERT INTO t VALUES (1)",
+    ],
+)
+@pytest.mark.parametrize(
+    "prefix",
+    ["EXPLAIN ANALYZE ", "explain analyse ", "EXPLAIN /* c */ ANALYZE\n-- c\n", "EXPLAIN "],
+)
+def test_explain_of_a_non_read_is_refused(sandbox: SqlSandbox, prefix: str, inner: str) -> None:
+    with pytest.raises(QueryRefused, match=r"only reads .* not EXPLAIN"):
+        sandbox.run(prefix + inner)
+
+
+def test_no_secret_survives_an_explain_analyze(sandbox: SqlSandbox) -> None:
+    with pytest.raises(QueryRefused):
+        sandbox.run("EXPLAIN ANALYZE CREATE SECRET s (TYPE s3, KEY_ID 'k', SECRET 'v')")
+    assert sandbox.run("SELECT count(*) FROM duckdb_secrets()").rows == [(0,)]
+
+
+def test_explain_analyze_of_a_read_runs(sandbox: SqlSandbox) -> None:
+    result = sandbox.run("EXPLAIN ANALYZE SELECT count(*) FROM v")
+    assert result.columns == ["explain_key", "explain_value"]
+    assert sandbox.run("EXPLAIN (FORMAT json) SELECT 1").rows
+
+
+def test_update_extensions_is_refused_not_a_stack_trace(sandbox: SqlSandbox) -> None:
+    with pytest.raises(QueryRefused, match="not an unknown statement type"):
+        sandbox.run("UPDATE EXTENSIONS")
+
+
+def test_every_statement_type_the_parser_knows_is_classified() -> None:
+    from toolspan.dashboard._sandbox import _STATEMENT_KINDS
+
+    assert {kind.name for kind in duckdb.StatementType} <= set(_STATEMENT_KINDS)
+    assert {kind for kind, runs in _STATEMENT_KINDS.items() if runs} == {"SELECT"}
+
+
+def test_pivot_without_an_in_list_is_a_read(sandbox: SqlSandbox) -> None:
+    result = sandbox.run("PIVOT (SELECT i % 2 AS odd FROM t) ON odd USING count(*)")
+    assert sorted(result.columns) == ["0", "1"]
+    assert result.rows == [(6, 6)]
+    with pytest.raises(QueryRefused):
+        sandbox.run("EXPLAIN ANALYZE PIVOT t ON i USING count(*); SELECT 1")
