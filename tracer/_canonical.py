@@ -1,4 +1,4 @@
-"""Canonical JSON and the fingerprints derived from it.
+"""Canonical JSON and the digests derived from it.
 
 Canonical JSON here is: keys sorted, no insignificant whitespace, UTF-8. The
 same encoding is used for span attributes, hashes and the analyzer's
@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["canonical_json", "fingerprint", "sha256_hex"]
+__all__ = ["canonical_json", "digest", "sha256_hex"]
 
 _OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
@@ -42,8 +42,12 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fingerprint(data: bytes, key: bytes | None) -> str:
-    """SHA-256 of ``data``, or HMAC-SHA-256 when a key is configured."""
+def digest(data: bytes, key: bytes | None) -> str:
+    """SHA-256 of ``data``, or HMAC-SHA-256 when a key is configured (hex).
+
+    The executor's argument hash and the idempotency store's argument
+    fingerprint are both digests of canonical JSON.
+    """
     if key is None:
         return sha256_hex(data)
     return hmac.new(key, data, hashlib.sha256).hexdigest()

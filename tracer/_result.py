@@ -1,15 +1,17 @@
-"""The structured result every call returns, and its renderings for models."""
+"""The structured result every call returns, how it is packaged, and its renderings for models."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
+from ._canonical import canonical_json
 from ._next import Next
 
-__all__ = ["Status", "ToolResult"]
+__all__ = ["RETRYABLE_STATUSES", "Status", "ToolResult"]
 
 Status = Literal[
     "succeeded",
@@ -30,6 +32,21 @@ Status = Literal[
     "retry_budget",
     "circuit_open",
 ]
+
+# The final statuses after which the same call may succeed later: budgets and
+# limits that reset, and guards waiting for another worker or for the store.
+RETRYABLE_STATUSES: frozenset[str] = frozenset(
+    {
+        "attempt_limit",
+        "wait_budget",
+        "deadline_exceeded",
+        "in_progress",
+        "store_unavailable",
+        "read_back_required",
+        "retry_budget",
+        "circuit_open",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +117,7 @@ class ToolResult:
         }
 
 
-class _ResultDraft:
-    """A mutable twin of :class:`ToolResult` (same slots), to build one fast.
-
-    A frozen dataclass stores each of its 14 fields through
-    ``object.__setattr__``: about 1.3 us per result, the largest single cost
-    of a successful call. The executor fills this twin with plain attribute
-    stores and then turns it into a ``ToolResult`` (``__class__`` assignment
-    between classes with identical slots); the result is as frozen as any.
-    """
-
-    __slots__ = ToolResult.__slots__
+# -- packaging ---------------------------------------------------------------------
 
 
 def build_result(
@@ -128,24 +135,42 @@ def build_result(
     truncated: bool,
     replayed: bool,
     reconciled: bool,
+    next: Next | None = None,
 ) -> ToolResult:
-    """``ToolResult(...)`` with every field given, in a fifth of the time."""
-    draft: Any = _ResultDraft()
-    draft.ok = ok
-    draft.status = status
-    draft.tool = tool
-    draft.call_id = call_id
-    draft.error_code = error_code
-    draft.retryable = retryable
-    draft.data = data
-    draft.message = message
-    draft.attempts = attempts
-    draft.total_wait_s = total_wait_s
-    draft.retry_after_s = retry_after_s
-    draft.truncated = truncated
-    draft.replayed = replayed
-    draft.reconciled = reconciled
-    draft.next = None
-    draft.__class__ = ToolResult
-    result: ToolResult = draft
-    return result
+    """``ToolResult`` with every field given positionally: the one place results
+    are built (a third faster than keywords with defaults filled in)."""
+    return ToolResult(
+        ok,
+        status,
+        tool,
+        call_id,
+        error_code,
+        retryable,
+        data,
+        message,
+        attempts,
+        total_wait_s,
+        retry_after_s,
+        truncated,
+        replayed,
+        reconciled,
+        next,
+    )
+
+
+def package(value: Any, max_bytes: int) -> tuple[Any, bytes, str, bool, str]:
+    """A successful value as the result carries it: ``(data, encoded,
+    result_hash, truncated, message)``.
+
+    ``encoded`` (canonical JSON) is what the idempotency store keeps for a
+    replay and ``result_hash`` what the call span records; ``data`` is the
+    value itself, or a valid-UTF-8 preview of its JSON when over ``max_bytes``.
+    """
+    encoded = canonical_json(value)
+    result_hash = hashlib.sha256(encoded).digest().hex()  # faster than hexdigest()
+    if len(encoded) <= max_bytes:
+        return value, encoded, result_hash, False, "ok"
+    # Cut on a UTF-8 character boundary so the preview stays valid text.
+    preview = encoded[:max_bytes].decode("utf-8", errors="ignore")
+    message = f"result truncated from {len(encoded)} to {max_bytes} bytes"
+    return preview, encoded, result_hash, True, message

@@ -14,18 +14,43 @@
 * **who retried**: a call repeating a failed call of the same conversation
   is marked as a model-initiated retry of it.
 
-All state lives in the store, so every guard holds across workers.
+All state lives in the store, so every guard holds across workers. The
+executor speaks to the store only through the methods here: they are the
+store protocol (claims, leases, settling a claim, unknown effects, answers).
+
+Words used here and in the executor: a call's **identity** is
+``tool:args_hash`` (what makes two calls with different call ids "the same
+call"); a keyed write's **fingerprint** is the digest of its raw arguments,
+kept with the key to tell a replay from a conflict; a claim is **settled**
+when it is completed (result stored) or released; a write's **effect is
+unknown** when it may or may not have happened.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 
-from .store import Claim, IdempotencyStore
+from .store import Claim, IdempotencyStore, StoreError
 
 __all__ = ["Safeguards"]
 
 _HOUR = 3600.0
+_log = logging.getLogger("toolspan.tracer")
+
+# Refusals that never ran the tool are no answer: polling a key in flight
+# elsewhere must not turn into a loop.
+_NOT_ANSWERS: frozenset[str] = frozenset(
+    {
+        "loop_blocked",
+        "in_progress",
+        "store_unavailable",
+        "turn_budget",
+        "read_back_required",
+        "circuit_open",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,25 +80,60 @@ class Safeguards:
     # -- idempotency ----------------------------------------------------------
 
     def claim(self, key: str, fingerprint: str) -> Claim:
+        """Claim ``key`` for a write with these arguments (see ``store.Claim``)."""
         return self.store.claim(key, fingerprint, lease_s=self.lease_s, ttl_s=self.result_ttl_s)
 
-    def outcome_unknown(self, key: str) -> bool:
+    def must_read_back(self, key: str, claim: Claim) -> bool:
+        """True when the claimed key must be read back before it runs: it was
+        taken over from a dead worker, or an earlier run's effect is unknown."""
+        return claim.outcome == "takeover" or self.effect_unknown(key)
+
+    def effect_unknown(self, key: str) -> bool:
         """True when an earlier run of ``key`` ended without knowing its effect."""
         return self.store.get(_unknown_name(key)) is not None
 
-    def mark_unknown(self, key: str, call_id: str) -> None:
+    def mark_effect_unknown(self, key: str, call_id: str) -> None:
+        """Whoever runs ``key`` next reads back first (``call_id`` ran it last)."""
         self.store.put(_unknown_name(key), call_id, ttl_s=self.result_ttl_s)
 
     def complete(self, key: str, token: str, result: bytes) -> bool:
+        """Store the result of a claimed key: later claims replay it."""
         stored = self.store.complete(key, token, result, ttl_s=self.result_ttl_s)
         self.store.delete(_unknown_name(key))
         return stored
 
     def release(self, key: str, token: str) -> None:
+        """Give a claimed key up without a result: the next claim may run it."""
         self.store.release(key, token)
 
+    def settle(
+        self, key: str, token: str, call_id: str, *, result: bytes | None, effect_unknown: bool
+    ) -> None:
+        """Settle a claim: complete it with ``result``, or release it, marking
+        its effect unknown first when the write may have happened."""
+        if result is not None:
+            self.complete(key, token, result)
+            return
+        if effect_unknown:
+            # Never drop a failed write silently: whoever runs this key next reads back.
+            self.mark_effect_unknown(key, call_id)
+        self.release(key, token)
+
+    def abandon(self, key: str, token: str, call_id: str) -> None:
+        """After a crash: the write may have happened, so read back next time."""
+        try:
+            self.mark_effect_unknown(key, call_id)
+            self.release(key, token)
+        except StoreError:
+            _log.warning("could not release idempotency key after a crash")
+
     def renew(self, key: str, token: str) -> bool:
+        """Extend a claim's lease; False when another worker took the key over."""
         return self.store.extend(key, token, lease_s=self.lease_s)
+
+    def keep_lease(self, key: str, token: str) -> LeaseKeeper:
+        """Renew the lease in the background while one attempt runs."""
+        return LeaseKeeper(self, key, token)
 
     # -- turn budget ----------------------------------------------------------
 
@@ -86,28 +146,31 @@ class Safeguards:
 
     # -- loop guard -----------------------------------------------------------
 
-    def is_loop(self, conversation_id: str, call_fingerprint: str) -> bool:
+    def is_loop(self, conversation_id: str, call_identity: str) -> bool:
+        """True when this call already got the same answer ``loop_threshold`` times in a row."""
         if self.loop_threshold is None:
             return False
-        seen = self.store.answer_count(f"loop:{conversation_id}:{call_fingerprint}")
+        seen = self.store.answer_count(f"loop:{conversation_id}:{call_identity}")
         return seen is not None and seen[1] >= self.loop_threshold
 
-    def record_answer(self, conversation_id: str, call_fingerprint: str, answer: str) -> None:
+    def record_answer(self, conversation_id: str, call_identity: str, answer: str) -> None:
+        """Count one answer to this call (same answers in a row make a loop)."""
         if self.loop_threshold is not None:
             self.store.record_answer(
-                f"loop:{conversation_id}:{call_fingerprint}", answer, ttl_s=self.guard_ttl_s
+                f"loop:{conversation_id}:{call_identity}", answer, ttl_s=self.guard_ttl_s
             )
 
     # -- who retried ------------------------------------------------------------
 
-    def repeated_failure(self, conversation_id: str, call_fingerprint: str) -> str | None:
+    def repeated_failure(self, conversation_id: str, call_identity: str) -> str | None:
         """The call id of a failed identical call in this conversation, if any."""
-        return self.store.get(f"failed:{conversation_id}:{call_fingerprint}")
+        return self.store.get(f"failed:{conversation_id}:{call_identity}")
 
-    def remember_outcome(
-        self, conversation_id: str, call_fingerprint: str, call_id: str, ok: bool
+    def remember_failure(
+        self, conversation_id: str, call_identity: str, call_id: str, ok: bool
     ) -> None:
-        name = f"failed:{conversation_id}:{call_fingerprint}"
+        """Remember a failed call (so a repeat is marked as the model's retry), forget a success."""
+        name = f"failed:{conversation_id}:{call_identity}"
         if ok:
             self.store.delete(name)
         else:
@@ -147,6 +210,50 @@ class Safeguards:
 
     def forget_check(self, conversation_id: str, call_identity: str) -> None:
         self.store.delete(_awaiting_name(conversation_id, call_identity))
+
+    # -- after a call -------------------------------------------------------------
+
+    def record_result(
+        self,
+        conversation_id: str,
+        call_identity: str,
+        call_id: str,
+        status: str,
+        answer: str,
+        ok: bool,
+    ) -> None:
+        """The loop guard's answer and the who-retried memory for one final result."""
+        if status in _NOT_ANSWERS:
+            return
+        self.record_answer(conversation_id, call_identity, answer)
+        self.remember_failure(conversation_id, call_identity, call_id, ok)
+
+
+class LeaseKeeper:
+    """Renews a claimed key's lease while one slow attempt runs.
+
+    Without it an attempt longer than the lease would let another worker
+    take the key over and run the write a second time.
+    """
+
+    def __init__(self, guards: Safeguards, key: str, token: str) -> None:
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._renew, args=(guards, key, token), name="toolspan-lease", daemon=True
+        )
+        self._thread.start()
+
+    def _renew(self, guards: Safeguards, key: str, token: str) -> None:
+        while not self._stopped.wait(guards.lease_s / 3):
+            try:
+                if not guards.renew(key, token):
+                    return  # taken over: nothing left to keep
+            except StoreError:
+                _log.warning("could not renew the lease of an idempotency key")
+
+    def stop(self) -> None:
+        """The attempt is over: stop renewing."""
+        self._stopped.set()
 
 
 def _awaiting_name(conversation_id: str, call_identity: str) -> str:

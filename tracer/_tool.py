@@ -1,4 +1,9 @@
-"""Tool declarations and the tool calls a model makes."""
+"""Tool declarations, the tool calls a model makes, and checking one against the other.
+
+:func:`parse_arguments` and :func:`check_result` hold a call's arguments and
+a tool's return value against the declared schemas; on failure they name
+every failing field without echoing values (they may be secrets).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any, Literal
 
 import fastjsonschema
 import jsonschema
+import orjson
 
 from ._errors import ConfigurationError
 from ._signature import schema_from_signature
@@ -223,3 +229,75 @@ class ToolCall:
             turn_id=turn_id,
             idempotency_key=idempotency_key,
         )
+
+
+# -- checking calls and results against the declarations ------------------------
+
+
+def parse_arguments(
+    declared: Tool, raw: Mapping[str, Any] | str
+) -> tuple[dict[str, Any], str | None]:
+    """A call's arguments as a fresh dict, and what is wrong with them (``None`` if nothing)."""
+    if type(raw) is dict:
+        arguments = raw.copy()  # the common case, without the ABC checks below
+    else:
+        arguments, problem = _arguments_as_dict(raw)
+        if problem is not None:
+            return arguments, problem
+    check = declared._check_args
+    if check is not None:
+        try:
+            check(arguments)
+        except Exception:
+            return arguments, explain_schema_errors(declared.parameters or {}, arguments)
+    return arguments, None
+
+
+def check_result(declared: Tool, data: Any) -> str | None:
+    """What is wrong with a returned value under the result schema (``None`` if nothing)."""
+    check = declared._check_result
+    if check is None:
+        return None
+    try:
+        check(data)
+    except Exception:
+        return explain_schema_errors(declared.result_schema or {}, data)
+    return None
+
+
+def _arguments_as_dict(raw: Any) -> tuple[dict[str, Any], str | None]:
+    if isinstance(raw, str | bytes):
+        try:
+            raw = orjson.loads(raw or "{}")
+        except orjson.JSONDecodeError as exc:
+            # Position only: the text itself may hold secrets.
+            return {}, f"arguments are not valid JSON (at character {exc.pos})"
+    if not isinstance(raw, Mapping):
+        return {}, f"arguments must be a JSON object, not {type(raw).__name__}"
+    return dict(raw), None
+
+
+def explain_schema_errors(schema: Mapping[str, Any], instance: Any) -> str:
+    """Name every failing field, without echoing values (they may be secrets)."""
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(instance), key=lambda err: list(err.path)):
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path)
+        field_name = where.lstrip(".") or "(arguments)"
+        problems.append(_describe(field_name, error))
+    return "invalid arguments: " + "; ".join(problems[:10]) if problems else "invalid arguments"
+
+
+def _describe(field_name: str, error: Any) -> str:
+    rule, expected = error.validator, error.validator_value
+    if rule == "required":
+        missing = [name for name in expected if name not in (error.instance or {})]
+        return "missing required field(s) " + ", ".join(repr(name) for name in missing)
+    if rule == "additionalProperties":
+        # Field names only (the model chose them), never their values.
+        known = set((error.schema or {}).get("properties") or ())
+        extra = [name for name in (error.instance or {}) if name not in known]
+        return f"{field_name}: unexpected field(s) " + ", ".join(repr(n) for n in extra[:10])
+    if rule in ("type", "enum", "const", "format", "pattern"):
+        return f"{field_name}: must match {rule} {expected!r}"
+    return f"{field_name}: fails {rule} {expected!r}"

@@ -154,7 +154,8 @@ def test_takeover_reads_back_before_executing(spans, store):
     )
     executor = build(spans, [charge_tool], store, lease_s=1.0)
     # Simulate a worker that claimed with the same arguments, committed, then died.
-    from toolspan.tracer._canonical import canonical_json, fingerprint
+    from toolspan.tracer._canonical import canonical_json
+    from toolspan.tracer._canonical import digest as fingerprint
 
     same = fingerprint(canonical_json({"order_id": "order-1", "amount": 5}), None)
     assert store.claim("order-1:charge", same, lease_s=1.0, ttl_s=60).outcome == "acquired"
@@ -285,7 +286,8 @@ def test_a_keyed_write_that_dropped_its_connection_is_read_back_next_time(spans,
 
 def test_polling_a_key_in_flight_never_becomes_a_loop(spans, store):
     guards = Safeguards(store=store, loop_threshold=3)
-    from toolspan.tracer._canonical import canonical_json, fingerprint
+    from toolspan.tracer._canonical import canonical_json
+    from toolspan.tracer._canonical import digest as fingerprint
 
     same = fingerprint(canonical_json({"order_id": "order-1", "amount": 5}), None)
     owner = store.claim("order-1:charge", same, lease_s=60, ttl_s=60)  # another worker runs it

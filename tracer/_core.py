@@ -1,0 +1,863 @@
+"""The executor's core: every decision about one tool call, and no waiting.
+
+As tenacity's ``iter()`` does, each step of :class:`Core` returns the next
+*action* for a driver (:class:`~toolspan.tracer.Executor` or
+:class:`~toolspan.tracer.AsyncExecutor`) to perform:
+
+* :data:`INVOKE`: call ``run.fn(**run.arguments)`` (the tool, or its
+  read-back) and report what it returned (:meth:`Core.returned`) or raised
+  (:meth:`Core.raised`);
+* :class:`Sleep`: wait ``delay_s`` before the next attempt, then report
+  (:meth:`Core.slept`);
+* a :class:`~toolspan.tracer.ToolResult`: the call is over and this is its
+  answer. It is the one "stop here" signal of every step.
+
+The sequence of one call (validate -> admit -> reconcile -> spend budget ->
+attempt -> classify -> sleep and retry, or finish) lives here only. The parts
+it uses live with their owners: spans in ``_spans``, argument and result
+checks in ``_tool``, the store protocol in ``_safeguards``, result packaging
+in ``_result``, hook dispatch in ``_hooks``.
+
+Words: an *attempt* is one run of the tool; its *outcome* is ``ok`` or the
+error code (the contract's ``toolspan.attempt.outcome``). *Classifying* a
+failed attempt decides retry or stop; *reconciling* reads a write back when
+its effect is unknown; a claim is *settled* (completed or released) in the
+store when the call ends.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import logging
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
+
+import orjson
+from opentelemetry.trace import Span, TracerProvider
+
+from . import _attributes as attr
+from ._adapters import to_tool_error
+from ._breaker import CircuitBreaker, Transition
+from ._budget import RetryBudget
+from ._canonical import canonical_json, digest
+from ._errors import ConfigurationError, ToolError
+from ._hooks import Hook, dispatch_attempt, dispatch_call
+from ._next import next_step
+from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
+from ._redact import Redactor
+from ._result import RETRYABLE_STATUSES, Status, ToolResult, build_result, package
+from ._safeguards import LeaseKeeper, Safeguards
+from ._spans import SpanWriter, base_attributes
+from ._tool import Tool, ToolCall, check_result, parse_arguments
+from .store import StoreError
+from .store._fleet import Admission
+
+__all__ = ["INVOKE", "Action", "Core", "Invoke", "Run", "Sleep", "current_call"]
+
+_log = logging.getLogger("toolspan.tracer")
+
+_CURRENT_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "toolspan_current_call", default=None
+)
+
+
+def current_call() -> ToolCall | None:
+    """The tool call being executed, inside a tool function (else ``None``).
+
+    Tools use it to forward the idempotency key to their service, e.g. as
+    an ``Idempotency-Key`` header.
+    """
+    return _CURRENT_CALL.get()
+
+
+# -- actions -------------------------------------------------------------------------
+
+
+class Invoke:
+    """The action "call ``run.fn(**run.arguments)`` and report back".
+
+    One instance, :data:`INVOKE`, serves every call: what to invoke is on the
+    run, so asking costs no allocation on the hot path.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "INVOKE"
+
+
+INVOKE: Final = Invoke()
+
+
+class Sleep:
+    """The action "wait ``delay_s`` seconds, then report back" (before a retry)."""
+
+    __slots__ = ("delay_s",)
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def __repr__(self) -> str:
+        return f"Sleep({self.delay_s!r})"
+
+
+Action = Invoke | Sleep | ToolResult
+"""What each step of the core returns: the next thing for the driver to do."""
+
+# The read-back's answer when none was asked for, or when it raised.
+_SKIPPED = object()
+_UNKNOWN = object()
+# What an INVOKE asks for, so the core knows which step the answer feeds.
+_ATTEMPT, _READ_BACK_FIRST, _READ_BACK_AFTER_FAILURE = 0, 1, 2
+
+# A retry the budget refused: the attempt span records no scheduled delay.
+_NOT_RETRIED = Decision(retry=False)
+
+_STOP_REASONS = {
+    "permanent_error": "failed with a permanent error",
+    "unsafe_retry": "failed and repeating it is not safe (a write without an "
+    "idempotency key); its effect is unknown",
+    "attempt_limit": "failed on every allowed attempt",
+    "wait_budget": "the next retry would exceed the wait budget",
+    "deadline_exceeded": "the next retry would pass the call's deadline",
+}
+
+
+class Run:
+    """The state of one logical call while it executes (built on every call,
+    so a plain slotted class: cheaper to construct than a dataclass)."""
+
+    __slots__ = (
+        "admission",
+        "args_hash",
+        "arguments",
+        "asking",
+        "attempt",
+        "attempt_span",
+        "base_attributes",
+        "call",
+        "call_identity",
+        "call_token",
+        "claim_token",
+        "context_token",
+        "error",
+        "fn",
+        "keeper",
+        "policy",
+        "safe_to_repeat",
+        "span",
+        "started_at",
+        "tool",
+        "total_wait_s",
+    )
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.attempt = 0
+        self.total_wait_s = 0.0
+        # Set by the safeguards: the call's identity for loop and retry
+        # tracking ("tool:args_hash"), and the idempotency claim this run holds.
+        self.call_identity = ""
+        self.claim_token: str | None = None
+        # The last classified failure (the read-back and the claim need it).
+        self.error: ToolError | None = None
+        # While an attempt runs: what ``Core._leave`` undoes.
+        self.keeper: LeaseKeeper | None = None
+        # The circuit breaker's admission of the attempt in flight, until reported.
+        self.admission: Admission | None = None
+
+    # Set by ``Core.begin`` once the call is valid, and by each INVOKE.
+    tool: Tool
+    arguments: dict[str, Any]
+    args_hash: str
+    span: Span
+    started_at: float
+    policy: RetryPolicy
+    base_attributes: dict[str, Any]
+    safe_to_repeat: bool
+    fn: Callable[..., Any]
+    asking: int
+    attempt_span: Span
+    context_token: object
+    call_token: contextvars.Token[ToolCall | None]
+
+
+class Core:
+    """Every decision of the sync and async executors; performs no waiting.
+
+    A driver builds a :class:`Run` and calls :meth:`begin`, then feeds each
+    action's outcome back through :meth:`returned`, :meth:`raised` or
+    :meth:`slept`; each returns the next action.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        policy: RetryPolicy | None,
+        tracer_provider: TracerProvider | None,
+        redactor: Redactor | None,
+        hash_key: bytes | str | None,
+        max_result_bytes: int,
+        clock: Callable[[], float],
+        rng: random.Random | None,
+        hooks: Sequence[Hook],
+        span_clock: Callable[[], int] | None = None,
+        safeguards: Safeguards | None = None,
+        retry_budget: RetryBudget | None = None,
+        circuit_breaker: CircuitBreaker | None = None,
+    ) -> None:
+        self.safeguards = safeguards
+        if retry_budget is not None and not isinstance(retry_budget, RetryBudget):
+            raise ConfigurationError("retry_budget must be a RetryBudget")
+        if circuit_breaker is not None and not isinstance(circuit_breaker, CircuitBreaker):
+            raise ConfigurationError("circuit_breaker must be a CircuitBreaker")
+        self.retry_budget = retry_budget
+        self.circuit_breaker = circuit_breaker
+        self._per_service = retry_budget is not None or circuit_breaker is not None
+        self.tools: dict[str, Tool] = {}
+        for declared in tools:
+            if declared.name in self.tools:
+                raise ConfigurationError(f"tool {declared.name!r} is declared twice")
+            self.tools[declared.name] = declared
+        self.policy = policy or RetryPolicy()
+        # Per-tool policies are built once, not per call.
+        self._policies = {
+            name: self.policy.with_codes(declared.retryable_codes)
+            for name, declared in self.tools.items()
+            if declared.retryable_codes is not None
+        }
+        self.spans = SpanWriter(tracer_provider, span_clock)
+        self.redactor = redactor or Redactor()
+        self.hash_key = hash_key.encode() if isinstance(hash_key, str) else hash_key
+        if max_result_bytes < 64:
+            raise ConfigurationError("max_result_bytes must be at least 64")
+        self.max_result_bytes = max_result_bytes
+        self.clock = clock
+        # A live process gets an unseeded generator; tests inject a seeded one.
+        self.rng = rng or random.Random()
+        self.hooks = tuple(hooks)
+        # The read tools that answer "did that write happen?" for some write.
+        self.check_tools = frozenset(t.check_with for t in self.tools.values() if t.check_with)
+
+    # -- the driver's entry points: each returns the next action -------------------
+
+    def begin(self, run: Run) -> Action:
+        """Validate the call and open its span, then admit it."""
+        call = run.call
+        declared = self.tools.get(call.name)
+        if declared is None:
+            span = self.spans.start_call(call, base_attributes(call, None), None)
+            return self._refused(span, call, None, "unknown_tool", f"no tool named {call.name!r}")
+        arguments, problem = parse_arguments(declared, call.arguments)
+        args_bytes = canonical_json(self.redactor.value(arguments))
+        if self.hash_key is None:
+            args_hash = hashlib.sha256(args_bytes).digest().hex()  # faster than hexdigest()
+        else:
+            raw_bytes = canonical_json(arguments) if self.hash_key else args_bytes
+            args_hash = digest(raw_bytes, self.hash_key)
+        base = base_attributes(call, declared)
+        run.span = self.spans.start_call(
+            call,
+            base,
+            args_bytes.decode(),
+            args_hash,
+            declared.schema_version,
+            declared.service if self._per_service else None,
+        )
+        if problem is not None:
+            return self._refused(run.span, call, declared, "invalid_arguments", problem)
+        run.tool = declared
+        run.arguments = arguments
+        run.args_hash = args_hash
+        run.started_at = self.clock()
+        run.policy = self._policies.get(call.name, self.policy)
+        run.base_attributes = base
+        run.safe_to_repeat = declared.side_effect != "write" or (
+            declared.idempotent and bool(call.idempotency_key)
+        )
+        if self.safeguards is None:
+            return self._start_attempt(run)
+        return self._admit(self.safeguards, run)
+
+    def returned(self, run: Run, value: Any) -> Action:
+        """What the pending INVOKE returned."""
+        if run.asking == _ATTEMPT:
+            self._leave(run)
+            if run.admission is not None:
+                self._report(run, failed=False)
+            return self._succeeded(run, value)
+        return self._read_back_answered(run, value)
+
+    def raised(self, run: Run, exc: Exception) -> Action:
+        """What the pending INVOKE raised; re-raises a programming error."""
+        if run.asking != _ATTEMPT:
+            _log.warning(
+                "read-back of %s failed (%s); its outcome stays unknown",
+                run.call.name,
+                type(exc).__name__,
+            )
+            return self._read_back_answered(run, _UNKNOWN)
+        self._leave(run)
+        error = to_tool_error(exc)
+        if error is None:
+            self._crashed(run, exc)
+            raise exc  # a programming error propagates, after both spans recorded it
+        run.error = error
+        if run.admission is not None:
+            self._report(run, failed=error.code in run.policy.retryable_codes)
+        if (
+            not run.safe_to_repeat
+            and run.tool.read_back is not None
+            and error.code in AMBIGUOUS_CODES
+        ):
+            # An ambiguous write failure the tool can settle by reading back.
+            return self._ask(run, run.tool.read_back, _READ_BACK_AFTER_FAILURE)
+        return self._classify(run, error, _SKIPPED)
+
+    def slept(self, run: Run, delay_s: float) -> Action:
+        """The driver waited ``delay_s`` as a :class:`Sleep` asked."""
+        run.total_wait_s = round(run.total_wait_s + delay_s, 2)
+        if self.safeguards is None:
+            return self._start_attempt(run)
+        return self._spend_attempt(self.safeguards, run)
+
+    # -- around each attempt ------------------------------------------------------
+
+    @staticmethod
+    def _ask(run: Run, fn: Callable[..., Any], asking: int) -> Invoke:
+        run.fn = fn
+        run.asking = asking
+        return INVOKE
+
+    def _start_attempt(self, run: Run) -> Action:
+        """Open the next attempt's span and make it current, expose the call to
+        the tool, and keep a claimed key's lease alive (:meth:`_leave` undoes it).
+        The circuit breaker, when there is one, may refuse the attempt first."""
+        if self._per_service:
+            refused = self._per_service_gate(run)
+            if refused is not None:
+                return refused
+        run.attempt += 1
+        admission = run.admission
+        run.attempt_span, run.context_token = self.spans.start_attempt(
+            run.span,
+            run.call.name,
+            run.base_attributes,
+            run.attempt,
+            run.total_wait_s,
+            admission is not None and admission.probe is not None,
+        )
+        run.call_token = _CURRENT_CALL.set(run.call)
+        if run.claim_token is not None and self.safeguards is not None:
+            assert run.call.idempotency_key is not None
+            run.keeper = self.safeguards.keep_lease(run.call.idempotency_key, run.claim_token)
+        run.fn = run.tool.fn
+        run.asking = _ATTEMPT
+        return INVOKE
+
+    def _leave(self, run: Run) -> None:
+        if run.keeper is not None:
+            run.keeper.stop()
+            run.keeper = None
+        _CURRENT_CALL.reset(run.call_token)
+        self.spans.detach(run.context_token)
+
+    def _succeeded(self, run: Run, data: Any) -> ToolResult:
+        """Check and package a returned value; closes the attempt span."""
+        problem = check_result(run.tool, data)
+        if problem is not None:
+            self.spans.attempt_invalid_response(run.attempt_span)
+            self._attempt_done(run, "invalid_response", 0.0)
+            return self._failed(run, "invalid_response", "invalid_response", problem)
+        self.spans.attempt_succeeded(run.attempt_span)
+        if self.hooks:
+            self._attempt_done(run, "ok", 0.0)
+        return self._finish_ok(run, data)
+
+    def _read_back_answered(self, run: Run, answer: Any) -> Action:
+        if run.asking == _READ_BACK_FIRST:
+            return self._reconcile(run, answer)
+        assert run.error is not None
+        return self._classify(run, run.error, answer)
+
+    def _classify(self, run: Run, error: ToolError, read_back: Any) -> Sleep | ToolResult:
+        """After a failed attempt: a final result, or a sleep before the retry.
+
+        ``read_back`` is the tool's read-back answer after an ambiguous write
+        failure (``_SKIPPED`` when none was made, ``_UNKNOWN`` when it failed).
+        """
+        if read_back is not _SKIPPED:
+            verdict = _verdict(read_back)
+            run.attempt_span.set_attribute(attr.READ_BACK, verdict)
+            run.span.set_attribute(attr.READ_BACK, verdict)
+            if verdict == "found":
+                self._attempt_failed(run, error, 0.0)
+                return self._finish_ok(run, read_back, reconciled=True)
+            # The effect is absent: running the write once more is safe.
+            run.safe_to_repeat = verdict == "absent"
+        decision = run.policy.decide(
+            error,
+            attempt=run.attempt,
+            total_wait_s=run.total_wait_s,
+            safe_to_repeat=run.safe_to_repeat,
+            rng=self.rng,
+            elapsed_s=self.clock() - run.started_at,
+        )
+        refused = False
+        if decision.retry and self.retry_budget is not None:
+            refused = self._budget_refuses(self.retry_budget, run)
+            if refused:
+                decision = _NOT_RETRIED
+        self._attempt_failed(run, error, decision.delay_s)
+        # An unprotected write that failed ambiguously, with no read-back to say
+        # the effect is absent: it may or may not have happened.
+        effect_unknown = (
+            run.tool.is_write and error.code in AMBIGUOUS_CODES and not run.safe_to_repeat
+        )
+        if run.tool.is_write and not (run.tool.idempotent and run.call.idempotency_key):
+            run.safe_to_repeat = False  # a read-back's "absent" covers one repeat only
+        if refused:
+            assert self.retry_budget is not None
+            return self._failed(
+                run,
+                "retry_budget",
+                error.code,
+                f"the retry budget of service {run.tool.service!r} allows no more "
+                f"retries in this {self.retry_budget.window_s:g}s window; not retried: "
+                + self.redactor.text(error.message),
+                http_status=error.status_code,
+            )
+        if not decision.retry:
+            return self._stopped(run, error, decision, effect_unknown=effect_unknown)
+        return Sleep(decision.delay_s)
+
+    # -- retry budget and circuit breaker (per downstream service) ----------------
+
+    def _per_service_gate(self, run: Run) -> ToolResult | None:
+        """Before an attempt: the breaker admits it (or the call ends
+        ``circuit_open``), and the budget counts a first attempt."""
+        if self.circuit_breaker is not None:
+            refused = self._pass_breaker(self.circuit_breaker, run)
+            if refused is not None:
+                return refused
+        budget = self.retry_budget
+        # A first attempt: counted by the budget, never refused by it.
+        if (
+            run.attempt == 0
+            and budget is not None
+            and budget.record_first_attempt(run.tool.service) is None
+        ):
+            run.span.set_attribute(attr.RETRY_BUDGET_FAILED_OPEN, True)
+        return None
+
+    def _budget_refuses(self, budget: RetryBudget, run: Run) -> bool:
+        """Ask the budget for one retry; True when it refuses (checked before sleeping)."""
+        service = run.tool.service
+        verdict = budget.allow_retry(service)
+        if verdict.failed_open:
+            run.span.set_attribute(attr.RETRY_BUDGET_FAILED_OPEN, True)
+            return False
+        if verdict.allowed:
+            return False
+        self.spans.budget_refused(run.span, service, verdict)
+        return True
+
+    def _pass_breaker(self, breaker: CircuitBreaker, run: Run) -> ToolResult | None:
+        """Admit the next attempt through the breaker, or end the call ``circuit_open``."""
+        service = run.tool.service
+        admission, transition = breaker.admit(service)
+        if transition is not None:
+            self._transitioned(run, transition)
+        state = "unknown" if admission.failed_open else admission.state
+        run.span.set_attribute(attr.CIRCUIT_STATE, state)
+        if admission.allowed:
+            run.admission = admission
+            return None
+        # Nothing runs; after failed attempts the last error code is kept.
+        error = run.error
+        return self._failed(
+            run,
+            "circuit_open",
+            "circuit_open" if error is None else error.code,
+            f"the circuit breaker of service {service!r} is {state.replace('_', '-')}: "
+            "calls fail fast while it recovers; nothing was executed"
+            + ("" if error is None else " after the last failure"),
+            http_status=None if error is None else error.status_code,
+        )
+
+    def _report(self, run: Run, *, failed: bool) -> None:
+        """Tell the breaker how the admitted attempt ended (``failed``: retryable)."""
+        breaker, admission = self.circuit_breaker, run.admission
+        assert breaker is not None and admission is not None
+        run.admission = None
+        transition = breaker.record(run.tool.service, admission, failed=failed)
+        if transition is not None:
+            self._transitioned(run, transition)
+
+    def _transitioned(self, run: Run, transition: Transition) -> None:
+        self.spans.circuit_transition(
+            run.span, transition.service, transition.before, transition.after
+        )
+
+    # -- after an attempt -------------------------------------------------------------
+
+    def _attempt_failed(self, run: Run, error: ToolError, delay_s: float) -> None:
+        self.spans.attempt_failed(
+            run.attempt_span, error, self.redactor.text(error.message), delay_s
+        )
+        self._attempt_done(run, error.code, delay_s)
+
+    def _attempt_done(self, run: Run, outcome: str, delay_s: float) -> None:
+        if self.hooks:
+            dispatch_attempt(
+                self.hooks,
+                run.call.name,
+                run.call.call_id,
+                run.attempt,
+                outcome,
+                delay_s,
+                run.total_wait_s,
+            )
+
+    def _stopped(
+        self, run: Run, error: ToolError, decision: Decision, *, effect_unknown: bool
+    ) -> ToolResult:
+        status: Status = decision.status or "permanent_error"
+        code = error.code
+        if effect_unknown:
+            # The write may or may not have happened: say so, never guess. This
+            # holds for a non-retryable code too (a dropped connection).
+            status, code = "unsafe_retry", "unknown_outcome"
+        detail = self.redactor.text(error.message)
+        return self._failed(
+            run,
+            status,
+            code,
+            f"{_STOP_REASONS.get(status, status)}: {detail}",
+            retry_after_s=decision.retry_after_s,
+            http_status=error.status_code,
+        )
+
+    def _crashed(self, run: Run, exc: BaseException) -> None:
+        """A programming error: record it on both spans (it propagates then)."""
+        if run.admission is not None and self.circuit_breaker is not None:
+            # Not the service's fault: free a probe slot, count nothing.
+            self.circuit_breaker.release(run.tool.service, run.admission)
+            run.admission = None
+        self.spans.crashed(
+            run.attempt_span,
+            run.span,
+            type(exc).__qualname__,
+            self.redactor.text(str(exc)),
+            run.attempt,
+            run.total_wait_s,
+        )
+        key = run.call.idempotency_key
+        if self.safeguards is not None and run.claim_token and key:
+            self.safeguards.abandon(key, run.claim_token, run.call.call_id)
+
+    # -- the final result -----------------------------------------------------------
+
+    def _finish_ok(
+        self, run: Run, value: Any, *, reconciled: bool = False, replayed: bool = False
+    ) -> ToolResult:
+        data, encoded, result_hash, truncated, message = package(value, self.max_result_bytes)
+        call = run.call
+        result = build_result(
+            True,
+            "succeeded",
+            call.name,
+            call.call_id,
+            None,
+            False,
+            data,
+            message,
+            run.attempt,
+            run.total_wait_s,
+            None,
+            truncated,
+            replayed,
+            reconciled,
+        )
+        if self.safeguards is not None:
+            self._remember(self.safeguards, run, result, encoded, result_hash)
+        self.spans.close_call(run.span, result, result_hash)
+        if self.hooks:
+            dispatch_call(self.hooks, result)
+        return result
+
+    def _failed(
+        self,
+        run: Run,
+        status: Status,
+        error_code: str,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        http_status: int | None = None,
+        remember: bool = True,
+    ) -> ToolResult:
+        call = run.call
+        result = build_result(
+            False,
+            status,
+            call.name,
+            call.call_id,
+            error_code,
+            status in RETRYABLE_STATUSES,
+            None,
+            message or status,
+            run.attempt,
+            run.total_wait_s,
+            retry_after_s,
+            False,
+            False,
+            False,
+            next_step(run.tool, status, error_code, retry_after_s),
+        )
+        if remember and self.safeguards is not None:
+            self._remember(self.safeguards, run, result, None, None)
+        self._close(run.span, result, None, http_status)
+        return result
+
+    def _refused(
+        self, span: Span, call: ToolCall, declared: Tool | None, status: Status, message: str
+    ) -> ToolResult:
+        """The result of a call that never ran (its call span is open)."""
+        result = ToolResult(
+            ok=False,
+            status=status,
+            tool=call.name,
+            call_id=call.call_id,
+            error_code=status,
+            message=self.redactor.text(message),
+            next=next_step(declared, status, status),
+        )
+        self._close(span, result, None, None)
+        return result
+
+    def _close(
+        self, span: Span, result: ToolResult, result_hash: str | None, http_status: int | None
+    ) -> None:
+        self.spans.close_call(span, result, result_hash, http_status)
+        if self.hooks:
+            dispatch_call(self.hooks, result)
+
+    # -- safeguards (idempotency store, turn budget, loop guard) ----------------
+
+    def _admit(self, guards: Safeguards, run: Run) -> Action:
+        """Consult the store before anything runs."""
+        call = run.call
+        run.call_identity = f"{call.name}:{run.args_hash}"
+        try:
+            repeated = guards.repeated_failure(call.conversation_id, run.call_identity)
+            if repeated is not None and repeated != call.call_id:
+                run.span.set_attributes({attr.RETRY_INITIATOR: "model", attr.RETRY_OF: repeated})
+            if guards.is_loop(call.conversation_id, run.call_identity):
+                return self._failed(
+                    run,
+                    "loop_blocked",
+                    "loop_blocked",
+                    "this exact call already got the same answer "
+                    f"{guards.loop_threshold} times in this conversation; change the "
+                    "arguments or stop",
+                )
+            if call.idempotency_key and run.tool.is_write:
+                return self._claim(guards, run, call.idempotency_key)
+            if run.tool.is_write and not call.idempotency_key:
+                checked = guards.check_state(call.conversation_id, run.call_identity)
+                if checked == "waiting":
+                    return self._check_first(run)
+                if checked == "checked":  # the model asked the check tool first
+                    run.span.set_attribute(attr.READ_BACK, "checked")
+        except StoreError as exc:
+            return self._store_failed(run, exc)
+        return self._spend_attempt(guards, run)
+
+    def _claim(self, guards: Safeguards, run: Run, key: str) -> Action:
+        fingerprint = digest(canonical_json(run.arguments), self.hash_key)
+        claim = guards.claim(key, fingerprint)
+        if claim.outcome == "replay":
+            return self._finish_ok(run, orjson.loads(claim.result or b"null"), replayed=True)
+        if claim.outcome == "conflict":
+            return self._failed(
+                run,
+                "idempotency_conflict",
+                "idempotency_conflict",
+                "this idempotency key was already used with different arguments",
+            )
+        if claim.outcome == "in_progress":
+            return self._failed(
+                run,
+                "in_progress",
+                "in_progress",
+                "another call with this idempotency key is running; try again later",
+            )
+        run.claim_token = claim.token
+        if claim.outcome == "takeover":
+            run.span.set_attribute(attr.IDEMPOTENCY_TAKEOVER, True)
+        lost = claim.store_lost and guards.detect_store_loss
+        if lost:
+            run.span.set_attribute(attr.STORE_LOST, True)
+            if run.tool.read_back is None and not run.tool.idempotent:
+                return self._failed(
+                    run,
+                    "store_unavailable",
+                    "store_unavailable",
+                    "the idempotency store lost data recently (a restart, a flush or "
+                    "a replaced store), so this action may already have completed; the tool "
+                    "declares no read-back: nothing was executed",
+                )
+        if not lost and not guards.must_read_back(key, claim):
+            return self._spend_attempt(guards, run)
+        run.span.set_attribute(attr.READ_BACK, "required")
+        if run.tool.read_back is None:
+            return self._reconcile(run, _SKIPPED)
+        return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
+
+    def _check_first(self, run: Run) -> Action:
+        """A repeat of an unkeyed write whose last outcome is unknown: check before it runs."""
+        run.span.set_attribute(attr.READ_BACK, "required")
+        if run.tool.read_back is not None:
+            return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
+        check = run.tool.check_with
+        how = f"call {check} first" if check else "no check tool is declared for it"
+        return self._failed(
+            run,
+            "read_back_required",
+            "read_back_required",
+            "an earlier run of this exact write in this conversation ended with an "
+            f"unknown outcome; it may have happened: {how}",
+        )
+
+    def _reconcile(self, run: Run, answer: Any) -> Action:
+        """Before executing a key whose earlier effect is unknown: the read-back says."""
+        guards = self.safeguards
+        assert guards is not None  # only a guarded run holds a claim
+        if answer is _SKIPPED:
+            if run.tool.idempotent:
+                # The service honours the key: executing again is safe.
+                return self._spend_attempt(guards, run)
+            return self._failed(
+                run,
+                "unsafe_retry",
+                "unknown_outcome",
+                "an earlier run of this action ended with an unknown outcome and the "
+                "tool declares no read-back",
+            )
+        verdict = _verdict(answer)
+        run.span.set_attribute(attr.READ_BACK, verdict)
+        if verdict == "found":
+            return self._finish_ok(run, answer, reconciled=True)
+        if verdict == "failed":
+            return self._failed(
+                run,
+                "unsafe_retry",
+                "unknown_outcome",
+                "the read-back failed, so the earlier run's outcome stays unknown",
+            )
+        return self._spend_attempt(guards, run)
+
+    def _spend_attempt(self, guards: Safeguards, run: Run) -> Action:
+        """Spend one attempt of the turn budget, then start the attempt."""
+        key = run.call.idempotency_key
+        try:
+            if run.claim_token is not None and run.attempt > 0:
+                assert key is not None
+                if not guards.renew(key, run.claim_token):
+                    run.claim_token = None  # another worker took the key over
+                    return self._failed(
+                        run,
+                        "in_progress",
+                        "in_progress",
+                        "another worker took over this idempotency key",
+                    )
+            within_budget = guards.spend_attempt(run.call.request_id, key or run.call_identity)
+        except StoreError as exc:
+            return self._store_failed(run, exc)
+        if within_budget:
+            return self._start_attempt(run)
+        return self._failed(
+            run,
+            "turn_budget",
+            "turn_budget",
+            f"this action used its {guards.max_attempts_per_action} attempts for this request",
+        )
+
+    def _store_failed(self, run: Run, exc: StoreError) -> Action:
+        _log.warning("idempotency store failed: %s", self.redactor.text(str(exc)))
+        if not run.tool.is_write:
+            # A read is safe to run unguarded: availability over the loop guard.
+            run.claim_token = None
+            run.call_identity = ""  # and nothing more to record in a store that is down
+            return self._start_attempt(run)
+        # Fail closed: without the store a write could run twice.
+        return self._failed(
+            run,
+            "store_unavailable",
+            "store_unavailable",
+            "the idempotency store is unavailable; nothing was executed",
+            remember=False,  # the store is down: nothing more to record in it
+        )
+
+    def _remember(
+        self,
+        guards: Safeguards,
+        run: Run,
+        result: ToolResult,
+        encoded: bytes | None,
+        result_hash: str | None,
+    ) -> None:
+        """Record the result in the store: settle the claim, count the answer."""
+        call = run.call
+        try:
+            token = run.claim_token
+            if token is not None and call.idempotency_key:
+                run.claim_token = None
+                last_code = run.error.code if run.error is not None else None
+                guards.settle(
+                    call.idempotency_key,
+                    token,
+                    call.call_id,
+                    result=None if result.replayed else encoded,
+                    effect_unknown=last_code in AMBIGUOUS_CODES
+                    or result.error_code == "unknown_outcome",
+                )
+            if run.call_identity:
+                answer = result_hash if result.ok else (result.error_code or result.status)
+                guards.record_result(
+                    call.conversation_id,
+                    run.call_identity,
+                    call.call_id,
+                    result.status,
+                    str(answer),
+                    result.ok,
+                )
+            self._remember_checks(guards, run, result)
+        except StoreError as exc:
+            # The result is decided; losing guard bookkeeping must not change it.
+            _log.warning(
+                "could not record the result in the store: %s", self.redactor.text(str(exc))
+            )
+
+    def _remember_checks(self, guards: Safeguards, run: Run, result: ToolResult) -> None:
+        """Unkeyed writes left unknown wait for a check; a check tool's success clears them."""
+        call = run.call
+        if result.ok and call.name in self.check_tools:
+            guards.note_checked(call.conversation_id, call.name)
+        if not run.tool.is_write or call.idempotency_key or not run.call_identity:
+            return
+        if result.error_code == "unknown_outcome":
+            guards.await_check(call.conversation_id, run.call_identity, run.tool.check_with)
+        elif result.attempts or result.reconciled:  # it ran again, or a read-back settled it
+            guards.forget_check(call.conversation_id, run.call_identity)
+
+
+def _verdict(answer: Any) -> str:
+    """What a read-back answer says about the write's effect."""
+    if answer is _UNKNOWN:
+        return "failed"
+    return "absent" if answer is None else "found"
