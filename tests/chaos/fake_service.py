@@ -26,7 +26,7 @@ from typing import Any, Final
 from toolspan._sql import parse_statements
 from toolspan.tracer import ToolError
 
-__all__ = ["COMMITTING_FAULTS", "FAULTS", "Ledger", "LedgerService", "fault_for"]
+__all__ = ["COMMITTING_FAULTS", "FAULTS", "ArmedKill", "Ledger", "LedgerService", "fault_for"]
 
 # What a charge request suffers, by (order, attempt): the service commits
 # the charge for the first three, then the client may still see a failure.
@@ -115,15 +115,45 @@ class KillSwitch:
             time.sleep(60)
 
 
+@dataclass(frozen=True)
+class ArmedKill:
+    """Repeated kills: whoever commits a charge while ``arm`` exists takes it and blocks.
+
+    The supervisor creates ``arm`` when it wants its next victim; the first worker
+    whose charge request finds it renames it (atomic: one winner), commits the charge,
+    writes ``marker`` with its pid and blocks, so the response is lost right before
+    the kill, as a worker dying mid-request would lose it.
+    """
+
+    arm: str
+    marker: str
+
+    def take(self) -> bool:
+        try:
+            Path(self.arm).rename(f"{self.arm}.taken.{os.getpid()}")
+        except OSError:
+            return False
+        return True
+
+    def trip(self) -> None:
+        KillSwitch("", self.marker).trip()
+
+
 class LedgerService:
     """The charge and charge-status endpoints over a ledger."""
 
     def __init__(
-        self, ledger: Ledger, *, honours_keys: bool, kill_switch: KillSwitch | None = None
+        self,
+        ledger: Ledger,
+        *,
+        honours_keys: bool,
+        kill_switch: KillSwitch | None = None,
+        armed_kill: ArmedKill | None = None,
     ) -> None:
         self.ledger = ledger
         self.honours_keys = honours_keys
         self.kill_switch = kill_switch
+        self.armed_kill = armed_kill
 
     def charge(self, order_id: str, amount: int, idempotency_key: str | None) -> dict[str, Any]:
         """POST /charges: commits (or, keyed, finds) a charge, then maybe fails anyway."""
@@ -133,12 +163,20 @@ class LedgerService:
             attempt = int(earlier[0]) + 1
             blocks = self._blocks(order_id, attempt)
             fault = "ok" if blocks else fault_for(order_id, attempt)
+            armed = self.armed_kill
+            killed_here = (
+                armed is not None and fault in COMMITTING_FAULTS and not blocks and armed.take()
+            )
+            if killed_here:
+                fault = "ok"  # committed; the response never leaves
             _log_request(db, "charge", order_id, amount, attempt, fault)
             charge = None
             if fault in COMMITTING_FAULTS:
                 charge = self._commit(db, order_id, amount, attempt, key)
         if blocks and self.kill_switch is not None:
             self.kill_switch.trip()
+        if killed_here and self.armed_kill is not None:
+            self.armed_kill.trip()
         return _respond(fault, charge)
 
     def charge_status(self, order_id: str) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.chaos.fake_service import KillSwitch, Ledger, LedgerService
+from tests.chaos.fake_service import ArmedKill, KillSwitch, Ledger, LedgerService
 from toolspan.tracer import (
     Executor,
     RetryPolicy,
@@ -41,7 +41,9 @@ __all__ = ["RESCHEDULED", "Step", "StoreLocation", "WorkerConfig", "action_key",
 
 StepKind = Literal["action", "replan", "conflict"]
 # Results a worker reschedules; every other status is final.
-RESCHEDULED = frozenset({"in_progress", "attempt_limit", "wait_budget", "deadline_exceeded"})
+RESCHEDULED = frozenset(
+    {"in_progress", "attempt_limit", "wait_budget", "deadline_exceeded", "store_unavailable"}
+)
 CHARGE_PARAMETERS = {
     "type": "object",
     "properties": {"order_id": {"type": "string"}, "amount": {"type": "integer"}},
@@ -78,6 +80,9 @@ class WorkerConfig:
     deadline_s: float
     kill_switch: KillSwitch | None = None
     retry_pause_s: float = 0.02
+    armed_kill: ArmedKill | None = None
+    detect_store_loss: bool = True
+    store_timeout_s: float = 2.0  # Redis commands, SQLite busy wait: an outage fails fast
 
 
 def action_key(order_id: str) -> str:
@@ -100,15 +105,15 @@ class _LoggedSQLiteStore(_ClaimLog, SQLiteStore):
     pass
 
 
-def open_store(location: StoreLocation) -> CheckedStore:
+def open_store(location: StoreLocation, timeout_s: float = 2.0) -> CheckedStore:
     if location.backend == "sqlite":
-        return _LoggedSQLiteStore(location.where)
+        return _LoggedSQLiteStore(location.where)  # waits out a held lock (30 s busy timeout)
     from toolspan.tracer.store import RedisStore
 
     class _LoggedRedisStore(_ClaimLog, RedisStore):
         pass
 
-    return _LoggedRedisStore(location.where, prefix=location.prefix)
+    return _LoggedRedisStore(location.where, prefix=location.prefix, timeout_s=timeout_s)
 
 
 def charge_tool(service: LedgerService, *, honours_keys: bool) -> Tool:
@@ -142,10 +147,13 @@ class _Tally:
 
 def run_worker(config: WorkerConfig, start_gate: Any = None) -> None:
     """Process entry point (``spawn``): run the plan, then write the report."""
-    store = open_store(config.store)
+    store = open_store(config.store, config.store_timeout_s)
     ledger = Ledger(config.ledger_path)
     service = LedgerService(
-        ledger, honours_keys=config.honours_keys, kill_switch=config.kill_switch
+        ledger,
+        honours_keys=config.honours_keys,
+        kill_switch=config.kill_switch,
+        armed_kill=config.armed_kill,
     )
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -157,6 +165,7 @@ def run_worker(config: WorkerConfig, start_gate: Any = None) -> None:
         # Four workers share one conversation per order here, so the loop guard
         # would (rightly) refuse the 4th identical replay: not this test's subject.
         loop_threshold=None,
+        detect_store_loss=config.detect_store_loss,
     )
     executor = Executor(
         [charge_tool(service, honours_keys=config.honours_keys)],

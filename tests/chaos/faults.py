@@ -1,0 +1,224 @@
+"""Chaos with the store failing too: repeated kills, Redis restarts, store outages.
+
+`run_with_faults` runs the same plan as `scenario.run_scenario` (``plan``), under a
+supervisor that, while the workers run:
+
+* **kills** a worker about every ``kill_every_s``: it arms an `ArmedKill`, the next
+  worker whose charge commits takes it and blocks (the response is lost), and the
+  supervisor SIGKILLs it and starts a replacement with the same plan;
+* **restarts** the Redis server ``restarts`` times: SIGKILL, then start it again on
+  the same port and directory (what comes back depends on its persistence mode);
+* makes the store **unreachable** ``outages`` times for ``outage_s``: Redis is
+  paused (SIGSTOP); an SQLite file is held under an exclusive lock.
+
+Nothing here asserts; ``test_chaos_faults.py`` and ``bench/chaos_counts.py`` do.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sqlite3
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tests.chaos.fake_service import ArmedKill, Ledger
+from tests.chaos.scenario import ChaosRun, Scenario, _collect, plan
+from tests.chaos.worker import StoreLocation, WorkerConfig, run_worker
+from tests.redis_server import RedisServer
+
+__all__ = ["FaultRun", "Faults", "run_with_faults"]
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Which faults, how often. All off: a run with no chaos from the supervisor."""
+
+    kill_every_s: float | None = None
+    restarts: int = 0
+    outages: int = 0
+    outage_s: float = 2.0
+    detect_store_loss: bool = True
+
+    @property
+    def names(self) -> list[str]:
+        return [
+            name
+            for name, on in (
+                ("kills", self.kill_every_s is not None),
+                ("restarts", self.restarts > 0),
+                ("outages", self.outages > 0),
+            )
+            if on
+        ]
+
+
+@dataclass
+class FaultRun:
+    """The evidence of one run, plus what the supervisor did."""
+
+    run: ChaosRun
+    kills: int
+    restarts: int
+    outages: int
+    seconds: float
+
+    def counts(self) -> dict[str, Any]:
+        counts = self.run.counts()
+        statuses: dict[str, int] = {}
+        for report in self.run.reports:
+            for status, n in report["statuses"].items():
+                statuses[status] = statuses.get(status, 0) + n
+        counts.update(
+            kills=self.kills,
+            restarts=self.restarts,
+            outages=self.outages,
+            refused_store_unavailable=statuses.get("store_unavailable", 0),
+            unfinished=sum(report["unfinished"] for report in self.run.reports),
+            seconds=round(self.seconds, 1),
+        )
+        return counts
+
+
+class _Supervisor:
+    def __init__(
+        self,
+        scenario: Scenario,
+        faults: Faults,
+        store: StoreLocation,
+        workdir: Path,
+        redis: RedisServer | None,
+    ) -> None:
+        self.scenario, self.faults, self.store, self.redis = scenario, faults, store, redis
+        self.workdir = workdir
+        self.arm = workdir / "arm-kill"
+        self.marker = workdir / "killed.pid"
+        self.context = multiprocessing.get_context("spawn")
+        self.processes: list[Any] = []
+        self.configs: dict[int, WorkerConfig] = {}  # pid -> its config
+        self.kills = self.restarts = self.outages = 0
+        self.generation = 0
+
+    def start(self, config: WorkerConfig) -> None:
+        process = self.context.Process(target=run_worker, args=(config,))
+        process.start()
+        self.processes.append(process)
+        self.configs[process.pid] = config
+
+    def run(self, configs: list[WorkerConfig]) -> None:
+        for config in configs:
+            self.start(config)
+        started = time.monotonic()
+        horizon = self.scenario.deadline_s
+        # Spread restarts and outages over the first part of the run.
+        restart_at = [started + 1.0 + 2.0 * i for i in range(self.faults.restarts)]
+        outage_at = [started + 2.0 + 3.0 * i for i in range(self.faults.outages)]
+        next_kill = started + (self.faults.kill_every_s or 0.0)
+        armed_at: float | None = None
+        while any(p.is_alive() for p in self.processes):
+            now = time.monotonic()
+            if now - started > horizon + 60:
+                break
+            if self.faults.kill_every_s is not None:
+                if armed_at is None and now >= next_kill:
+                    self.arm.write_text("kill", encoding="ascii")
+                    armed_at = now
+                elif armed_at is not None and self.marker.exists():
+                    self._kill_and_replace()
+                    armed_at, next_kill = None, time.monotonic() + self.faults.kill_every_s
+                elif armed_at is not None and now - armed_at > 5.0:
+                    self.arm.unlink(missing_ok=True)  # nobody committed: try again later
+                    armed_at, next_kill = None, now + self.faults.kill_every_s
+            if restart_at and now >= restart_at[0]:
+                restart_at.pop(0)
+                self._restart_store()
+            if outage_at and now >= outage_at[0]:
+                outage_at.pop(0)
+                self._outage()
+            time.sleep(0.005)
+        self.arm.unlink(missing_ok=True)
+
+    def _kill_and_replace(self) -> None:
+        pid = int(self.marker.read_text(encoding="ascii"))
+        self.marker.unlink()
+        os.kill(pid, signal.SIGKILL)
+        (victim,) = [p for p in self.processes if p.pid == pid]
+        victim.join(timeout=30)
+        self.kills += 1
+        self.generation += 1
+        config = self.configs[pid]
+        self.start(
+            replace(
+                config,
+                report_path=str(self.workdir / f"report-{config.index}-r{self.generation}.json"),
+            )
+        )
+
+    def _restart_store(self) -> None:
+        if self.redis is None:
+            return  # an SQLite file has no server to restart
+        self.redis.kill()
+        time.sleep(0.3)
+        self.redis.restart()
+        self.restarts += 1
+
+    def _outage(self) -> None:
+        if self.redis is not None:
+            self.redis.pause()
+            time.sleep(self.faults.outage_s)
+            self.redis.resume()
+        else:
+            with sqlite3.connect(self.store.where, timeout=30.0, isolation_level=None) as db:
+                db.execute("BEGIN EXCLUSIVE")
+                time.sleep(self.faults.outage_s)
+                db.execute("ROLLBACK")
+        self.outages += 1
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signal.SIGKILL)
+                process.join()
+
+
+def run_with_faults(
+    scenario: Scenario,
+    faults: Faults,
+    store: StoreLocation,
+    workdir: Path,
+    redis: RedisServer | None = None,
+) -> FaultRun:
+    """Run the plan to its end under ``faults``; ``redis`` is the server behind ``store``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    ledger = Ledger.create(workdir / "ledger.db")
+    supervisor = _Supervisor(scenario, faults, store, workdir, redis)
+    configs = [
+        WorkerConfig(
+            index=index,
+            steps=steps,
+            store=store,
+            ledger_path=ledger.path,
+            honours_keys=scenario.honours_keys,
+            report_path=str(workdir / f"report-{index}.json"),
+            lease_s=scenario.lease_s,
+            deadline_s=scenario.deadline_s,
+            armed_kill=ArmedKill(str(supervisor.arm), str(supervisor.marker))
+            if faults.kill_every_s is not None
+            else None,
+            detect_store_loss=faults.detect_store_loss,
+            store_timeout_s=0.5,
+        )
+        for index, steps in enumerate(plan(scenario))
+    ]
+    started = time.monotonic()
+    try:
+        supervisor.run(configs)
+    finally:
+        supervisor.stop_all()
+    seconds = time.monotonic() - started
+    killed = supervisor.processes[0]  # _collect wants a process; kills are counted here
+    run = _collect(scenario, store, ledger, workdir, killed, None, supervisor.processes)
+    return FaultRun(run, supervisor.kills, supervisor.restarts, supervisor.outages, seconds)

@@ -1,0 +1,73 @@
+"""Chaos where the store fails too: every charge still happens exactly once.
+
+A shorter run of each fault of ``bench/chaos_counts.py --faults all``: workers
+SIGKILLed again and again right after their charge committed (each replaced),
+the Redis server SIGKILLed and restarted in each persistence mode, and the store
+unreachable for a second (Redis paused, the SQLite file locked). With loss
+detection on, a Redis that restarts empty costs no duplicate either: keys it
+forgot are read back (legacy service) or re-sent under their key (keyed service).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.faults import Faults, run_with_faults
+from tests.chaos.scenario import Scenario
+from tests.chaos.worker import StoreLocation
+from tests.redis_server import RedisServer
+from toolspan.tracer.store import SQLiteStore
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+FAULTS = Faults(kill_every_s=0.4, restarts=1, outages=1, outage_s=1.0)
+
+
+def _assert_exactly_once(counts: dict[str, object], scenario: Scenario) -> None:
+    print("\nchaos with faults:", counts)
+    assert counts["unfinished"] == 0, "a worker ran out of time"
+    assert counts["side_effects"] == scenario.actions
+    assert (counts["duplicates"], counts["lost"]) == (0, 0)
+    assert counts["kills"] >= 2 and counts["outages"] == 1  # the chaos was real
+    assert counts["takeovers"] >= 1
+
+
+def test_sqlite_under_kills_and_a_locked_file(tmp_path: Path) -> None:
+    scenario = Scenario(honours_keys=False, actions=100, workers=4)
+    SQLiteStore(tmp_path / "store.db").close()
+    store = StoreLocation("sqlite", str(tmp_path / "store.db"))
+    run = run_with_faults(scenario, FAULTS, store, tmp_path / "run")
+    _assert_exactly_once(run.counts(), scenario)
+
+
+@pytest.mark.parametrize(
+    ("persistence", "honours_keys"),
+    [("none", False), ("none", True), ("everysec", False), ("always", False)],
+    ids=["none-legacy", "none-keyed", "everysec-legacy", "always-legacy"],
+)
+def test_redis_under_kills_a_restart_and_an_outage(
+    persistence: str, honours_keys: bool, tmp_path: Path
+) -> None:
+    scenario = Scenario(honours_keys=honours_keys, actions=100, workers=4)
+    with RedisServer(persistence=persistence) as server:  # type: ignore[arg-type]
+        store = StoreLocation("redis", server.url, prefix="chaos:")
+        run = run_with_faults(scenario, FAULTS, store, tmp_path / "run", redis=server)
+    counts = run.counts()
+    _assert_exactly_once(counts, scenario)
+    assert counts["restarts"] == 1
+
+
+def test_the_supervisor_needs_no_tmp_outside_its_workdir() -> None:
+    # A guard for the harness itself: an empty fault set runs the plan untouched.
+    with tempfile.TemporaryDirectory() as tmp:
+        SQLiteStore(Path(tmp) / "s.db").close()
+        scenario = Scenario(honours_keys=True, actions=20, workers=2)
+        run = run_with_faults(
+            scenario, Faults(), StoreLocation("sqlite", f"{tmp}/s.db"), Path(tmp) / "run"
+        )
+        counts = run.counts()
+    assert (counts["kills"], counts["restarts"], counts["outages"]) == (0, 0, 0)
+    assert counts["side_effects"] == 20 and counts["duplicates"] == 0
