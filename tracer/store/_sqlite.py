@@ -93,6 +93,7 @@ class SQLiteStore(RuleStore):
             raise StoreError(f"cannot open the SQLite store {self._path!r}: {exc}") from exc
         try:
             connection.execute(_QUERIES["wal_mode"])
+            connection.execute(_QUERIES["full_sync"])
             version = connection.execute(_QUERIES["schema_version"]).fetchone()[0]
             if version == 0:
                 connection.executescript(_QUERIES["schema"])

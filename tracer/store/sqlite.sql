@@ -4,6 +4,11 @@
 -- name: wal_mode
 PRAGMA journal_mode=WAL;
 
+-- name: full_sync
+-- fsync the WAL on every commit: a completed key survives a power cut, not only a
+-- crash of the process (NORMAL would lose the last commits on power loss).
+PRAGMA synchronous=FULL;
+
 -- name: schema_version
 -- 0 for a new file; the schema statement sets it.
 PRAGMA user_version;
