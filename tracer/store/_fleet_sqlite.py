@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["SQLiteFleet"]
 
 _QUERIES = load_statements(__package__, "fleet.sql")
-_SCHEMA = ("create_events", "create_events_index", "create_breakers", "create_probes")
+_SCHEMA = (
+    "create_events", "create_events_index", "create_counts", "create_breakers", "create_probes",
+)  # fmt: skip
 _STATES: dict[str, CircuitState] = {"closed": "closed", "open": "open", "half_open": "half_open"}
 
 
@@ -88,25 +90,30 @@ class SQLiteFleet:
         return (clock or self._store._clock)()
 
     @staticmethod
-    def _count(db: sqlite3.Connection, service: str, kind: str, before: float) -> tuple[int, int]:
-        db.execute(_QUERIES["trim_events"], {"service": service, "kind": kind, "before": before})
-        count, failed = db.execute(
-            _QUERIES["count_events"], {"service": service, "kind": kind}
+    def _window(db: sqlite3.Connection, service: str, kind: str, before: float) -> tuple[int, int]:
+        """Slide the window past ``before``; the events (and failures) left in it."""
+        keys = {"service": service, "kind": kind}
+        gone, gone_failed = db.execute(
+            _QUERIES["expired_events"], {**keys, "before": before}
         ).fetchone()
-        return int(count), int(failed)
+        if gone:
+            db.execute(_QUERIES["trim_events"], {**keys, "before": before})
+            db.execute(_QUERIES["uncount_events"], {**keys, "events": gone, "failed": gone_failed})
+        row = db.execute(_QUERIES["count_events"], keys).fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     @staticmethod
     def _add(db: sqlite3.Connection, service: str, kind: str, at: float, failed: bool) -> None:
         params = {"service": service, "kind": kind, "at": at, "failed": int(failed)}
         db.execute(_QUERIES["add_event"], params)
+        db.execute(
+            _QUERIES["count_event"], {"service": service, "kind": kind, "failed": int(failed)}
+        )
 
     def budget_first(self, service: str, window_s: float, clock: Clock) -> float:
         with self._transaction() as db:
             now = self._now(clock)
-            db.execute(
-                _QUERIES["trim_events"],
-                {"service": service, "kind": "first", "before": now - window_s},
-            )
+            self._window(db, service, "first", now - window_s)
             self._add(db, service, "first", now, False)
             return now
 
@@ -115,8 +122,8 @@ class SQLiteFleet:
     ) -> BudgetVerdict:
         with self._transaction() as db:
             now = self._now(clock)
-            firsts, _ = self._count(db, service, "first", now - window_s)
-            retries, _ = self._count(db, service, "retry", now - window_s)
+            firsts, _ = self._window(db, service, "first", now - window_s)
+            retries, _ = self._window(db, service, "retry", now - window_s)
             limit = ratio * firsts + floor * window_s
             if not budget_allows(retries, firsts, ratio, floor, window_s):
                 return BudgetVerdict(False, now, retries, firsts, limit)
@@ -141,6 +148,7 @@ class SQLiteFleet:
         if state != "half_open":
             db.execute(_QUERIES["clear_probes"], {"service": service})
             db.execute(_QUERIES["clear_calls"], {"service": service})
+            db.execute(_QUERIES["clear_call_count"], {"service": service})
 
     def breaker_admit(
         self, service: str, settings: BreakerSettings, token: str, clock: Clock
@@ -187,7 +195,7 @@ class SQLiteFleet:
                     return Recorded(before, after, now)
             if before != "closed":
                 return Recorded(before, before, now)
-            calls, failures = self._count(db, service, "call", now - settings.window_s)
+            calls, failures = self._window(db, service, "call", now - settings.window_s)
             self._add(db, service, "call", now, failed)
             if not trips(calls + 1, failures + failed, settings):
                 return Recorded("closed", "closed", now)

@@ -46,18 +46,43 @@ CREATE TABLE IF NOT EXISTS fleet_probe (
     PRIMARY KEY (service, token)
 ) WITHOUT ROWID;
 
+-- name: create_counts
+-- Running totals of each window (events in fleet_event), so that reading a window
+-- costs the events that left it, not every event in it.
+CREATE TABLE IF NOT EXISTS fleet_count (
+    service TEXT NOT NULL,
+    kind    TEXT NOT NULL,
+    events  INTEGER NOT NULL,
+    failed  INTEGER NOT NULL,
+    PRIMARY KEY (service, kind)
+) WITHOUT ROWID;
+
+-- name: expired_events
+SELECT count(*), coalesce(sum(failed), 0) FROM fleet_event
+WHERE service = :service AND kind = :kind AND at <= :before;
+
 -- name: trim_events
 DELETE FROM fleet_event WHERE service = :service AND kind = :kind AND at <= :before;
 
--- name: count_events
-SELECT count(*), coalesce(sum(failed), 0) FROM fleet_event
+-- name: uncount_events
+UPDATE fleet_count SET events = events - :events, failed = failed - :failed
 WHERE service = :service AND kind = :kind;
+
+-- name: count_events
+SELECT events, failed FROM fleet_count WHERE service = :service AND kind = :kind;
 
 -- name: add_event
 INSERT INTO fleet_event (service, kind, at, failed) VALUES (:service, :kind, :at, :failed);
 
+-- name: count_event
+INSERT INTO fleet_count (service, kind, events, failed) VALUES (:service, :kind, 1, :failed)
+ON CONFLICT (service, kind) DO UPDATE SET events = events + 1, failed = failed + excluded.failed;
+
 -- name: clear_calls
 DELETE FROM fleet_event WHERE service = :service AND kind = 'call';
+
+-- name: clear_call_count
+DELETE FROM fleet_count WHERE service = :service AND kind = 'call';
 
 -- name: load_breaker
 SELECT state, open_until, generation FROM fleet_breaker WHERE service = :service;
