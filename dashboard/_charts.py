@@ -7,7 +7,7 @@ from typing import cast
 import altair as alt
 import pandas as pd
 
-__all__ = ["calls_over_time", "status_by_tool", "timeline", "waterfall"]
+__all__ = ["calls_over_time", "retries_against_budget", "status_by_tool", "timeline", "waterfall"]
 
 # One colour per final status / attempt outcome, stable across charts:
 # success green, give-ups and refusals warm, everything else from the scheme.
@@ -119,3 +119,40 @@ def waterfall(spans: pd.DataFrame) -> alt.Chart:
         .properties(height=alt.Step(20))
     )
     return cast(alt.Chart, chart)
+
+
+def retries_against_budget(frame: pd.DataFrame) -> alt.FacetChart:
+    """Per service: retries per minute (bars) against the retry budget (dashed line),
+    over shaded buckets in which calls found the circuit breaker open."""
+    x = alt.X(
+        "bucket:T",
+        title="call start (UTC)",
+        scale=alt.Scale(type="utc"),
+        axis=alt.Axis(format="%m-%d %H:%M"),
+    )
+    tooltip = [
+        alt.Tooltip("utcyearmonthdatehoursminutesseconds(bucket):T", title="bucket"),
+        "service",
+        alt.Tooltip("retries_per_min:Q", format=".1f", title="retries / min"),
+        alt.Tooltip("budget_per_min:Q", format=".1f", title="budget / min"),
+        "refused",
+        "failed_fast",
+    ]
+    base = alt.Chart().encode(x=x)
+    open_periods = (
+        base.transform_filter(alt.datum.saw_open > 0)
+        .mark_rect(color="#c62828", opacity=0.15)
+        .encode(x2="bucket_end:T")
+    )
+    retries = base.mark_bar(color="#ef6c00").encode(
+        y=alt.Y("retries_per_min:Q", title="retries / min"), tooltip=tooltip
+    )
+    budget = base.mark_line(color="#37474f", strokeDash=[4, 3]).encode(
+        y="budget_per_min:Q", tooltip=tooltip
+    )
+    chart = (
+        alt.layer(open_periods, retries, budget, data=frame)
+        .facet(row=alt.Row("service:N", title=None))
+        .resolve_scale(y="independent")
+    )
+    return cast(alt.FacetChart, chart)

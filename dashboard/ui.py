@@ -23,7 +23,8 @@ Flow
     ``require_calls()`` does so when there is nothing to show.
 Drawing
     ``page_offset`` draws a page picker for long lists; the chart builders
-    (``status_by_tool``, ``calls_over_time``, ``timeline``, ``waterfall``) turn
+    (``status_by_tool``, ``calls_over_time``, ``retries_against_budget``,
+    ``timeline``, ``waterfall``) turn
     small, aggregated frames into Altair charts; ``bucket_for`` picks the
     over-time bucket width.
 Links between pages
@@ -37,7 +38,7 @@ Nothing from a trace is rendered as HTML or Markdown: show trace text with
 
 from __future__ import annotations
 
-from ._charts import calls_over_time, status_by_tool, timeline, waterfall
+from ._charts import calls_over_time, retries_against_budget, status_by_tool, timeline, waterfall
 from ._pages._paging import page_offset
 from ._queries import Filters, bucket_for
 from ._ui import (
@@ -67,6 +68,7 @@ __all__ = [
     "page_offset",
     "query",
     "require_calls",
+    "retries_against_budget",
     "status_by_tool",
     "stop_with",
     "timeline",
