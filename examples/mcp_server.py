@@ -31,9 +31,19 @@ __all__ = ["support_server"]
 _READ = ToolAnnotations(read_only_hint=True)
 
 
-def support_server(desk: SupportDesk, *, late_s: float = 2.0) -> MCPServer:
-    """The MCP server over ``desk``; a timed-out service answers after ``late_s``."""
+def support_server(desk: SupportDesk, *, late_s: float = 2.0, traced: bool = True) -> MCPServer:
+    """The MCP server over ``desk``; a timed-out service answers after ``late_s``.
+
+    ``traced=False`` drops the SDK's server-side OpenTelemetry middleware (its
+    documented opt-out): in one process it would write the server's spans
+    into the agent's trace file, where a real server exports its own.
+    """
     server = MCPServer("support-desk")
+    if not traced:
+        lowlevel = server._lowlevel_server  # the SDK's own transports reach it the same way
+        lowlevel.middleware = [
+            m for m in lowlevel.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
+        ]
 
     async def answer(service: Callable[[], Any]) -> CallToolResult:
         try:
