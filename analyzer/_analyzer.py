@@ -19,6 +19,7 @@ import duckdb
 import orjson
 
 from .._sql import Statements, load_statements
+from ..tracer._canonical import canonical_json
 from . import _inputs
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, QueryError
 from ._model import BadLine, Finding, IngestReport, QueryResult
@@ -79,7 +80,8 @@ def _canonical_json(text: str) -> str:
     """Canonical JSON (sorted keys, no whitespace) of ``text``, or ``text`` itself
     when it is not JSON: argument and result equality ignores key order."""
     try:
-        return orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode()
+        # The tracer's canonical JSON, so both sides compare the same bytes.
+        return canonical_json(orjson.loads(text)).decode()
     except orjson.JSONDecodeError:
         return text
 

@@ -20,7 +20,13 @@ from ._errors import ConfigurationError, ToolError, ToolspanError
 from ._executor import AsyncExecutor, Executor, current_call
 from ._hooks import AttemptEvent, CallEvent, Hook
 from ._metrics import MetricsHook
-from ._policy import AMBIGUOUS_CODES, DEFAULT_RETRYABLE_CODES, RetryPolicy, parse_retry_after
+from ._policy import (
+    AMBIGUOUS_CODES,
+    DEFAULT_RETRYABLE_CODES,
+    Decision,
+    RetryPolicy,
+    parse_retry_after,
+)
 from ._redact import REDACTED, Redactor
 from ._result import Status, ToolResult
 from ._safeguards import Safeguards
@@ -39,6 +45,7 @@ __all__ = [
     "CallEvent",
     "CircuitBreaker",
     "ConfigurationError",
+    "Decision",
     "Executor",
     "Hook",
     "MetricsHook",

@@ -9,23 +9,18 @@ from pathlib import Path
 import pytest
 
 from tests.redis_server import RedisServer
+from toolspan.tracer import testing
 from toolspan.tracer.store import MemoryStore, SQLiteStore
 from toolspan.tracer.store._base import CheckedStore
 
 BACKENDS = ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.slow)]
 
 
-class FakeClock:
-    """Wall-clock seconds that move only when a test says so."""
+class FakeClock(testing.FakeClock):
+    """The tracer's one fake clock, read as wall-clock seconds (stores expire by them)."""
 
     def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+        super().__init__(now)
 
 
 @pytest.fixture(scope="session")
