@@ -23,6 +23,7 @@ from opentelemetry.metrics import MeterProvider
 
 from ._errors import ConfigurationError
 from ._fleetcheck import SERVICE, check_at_least, check_number, meter, resolve_store
+from ._redact import redacted_error
 from .store import IdempotencyStore, StoreError
 from .store._fleet import Admission, BreakerSettings, CircuitState
 
@@ -107,7 +108,11 @@ class CircuitBreaker:
         try:
             admission = self._state.breaker_admit(service, self._settings, token, self._clock)
         except StoreError as exc:
-            _log.warning("circuit breaker of %r: store failed, call admitted: %s", service, exc)
+            _log.warning(
+                "circuit breaker of %r: store failed, call admitted: %s",
+                service,
+                redacted_error(exc),
+            )
             return Admission(True, "closed", 0.0, failed_open=True), None
         if not admission.opened_half:
             return admission, None
@@ -123,7 +128,11 @@ class CircuitBreaker:
                 service, self._settings, admission.probe, failed, open_for_s, self._clock
             )
         except StoreError as exc:
-            _log.warning("circuit breaker of %r: store failed, outcome lost: %s", service, exc)
+            _log.warning(
+                "circuit breaker of %r: store failed, outcome lost: %s",
+                service,
+                redacted_error(exc),
+            )
             return None
         if not recorded.changed:
             return None
@@ -136,7 +145,11 @@ class CircuitBreaker:
         try:
             self._state.breaker_release(service, admission.probe)
         except StoreError as exc:
-            _log.warning("circuit breaker of %r: store failed, probe slot kept: %s", service, exc)
+            _log.warning(
+                "circuit breaker of %r: store failed, probe slot kept: %s",
+                service,
+                redacted_error(exc),
+            )
 
     def _changed(
         self, service: str, before: CircuitState, after: CircuitState, at: float

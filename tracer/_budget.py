@@ -17,6 +17,7 @@ from collections.abc import Callable
 from opentelemetry.metrics import MeterProvider
 
 from ._fleetcheck import SERVICE, check_number, meter, resolve_store
+from ._redact import redacted_error
 from .store import IdempotencyStore, StoreError
 from .store._fleet import BudgetVerdict
 
@@ -75,7 +76,9 @@ class RetryBudget:
         try:
             return self._state.budget_first(service, self.window_s, self._clock)
         except StoreError as exc:
-            _log.warning("retry budget of %r: store failed, not counted: %s", service, exc)
+            _log.warning(
+                "retry budget of %r: store failed, not counted: %s", service, redacted_error(exc)
+            )
             return None
 
     def allow_retry(self, service: str) -> BudgetVerdict:
@@ -85,7 +88,9 @@ class RetryBudget:
                 service, self.ratio, self.min_retries_per_s, self.window_s, self._clock
             )
         except StoreError as exc:
-            _log.warning("retry budget of %r: store failed, retry allowed: %s", service, exc)
+            _log.warning(
+                "retry budget of %r: store failed, retry allowed: %s", service, redacted_error(exc)
+            )
             return BudgetVerdict(True, 0.0, 0, 0, 0.0, failed_open=True)
         self._note(service, verdict)
         return verdict

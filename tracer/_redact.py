@@ -365,3 +365,13 @@ class Redactor:
                 redacted["value"] = REDACTED
             elif verdict == _CARD:
                 redacted["value"] = self._card_value(mapping["value"])
+
+
+_DEFAULT = Redactor()
+
+
+def redacted_error(exc: BaseException) -> str:
+    """``str(exc)`` through the default rules: for log lines of parts that hold
+    no executor's redactor (retry budget, circuit breaker), whose store errors
+    may quote a connection string or a stored value."""
+    return _DEFAULT.text(str(exc))

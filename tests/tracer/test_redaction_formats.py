@@ -19,8 +19,18 @@ import pytest
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from toolspan.tracer import REDACTED, Executor, Redactor, Safeguards, Tool, ToolCall, ToolError
-from toolspan.tracer.store import MemoryStore, StoreError
+from toolspan.tracer import (
+    REDACTED,
+    CircuitBreaker,
+    Executor,
+    Redactor,
+    RetryBudget,
+    Safeguards,
+    Tool,
+    ToolCall,
+    ToolError,
+)
+from toolspan.tracer.store import MemoryStore, StoreError, _fleet
 from toolspan.tracer.testing import FakeClock
 
 # name -> (text that carries the secret, the part that must never be written)
@@ -107,6 +117,20 @@ class FailingStore(MemoryStore):
 
     def record_answer(self, *args: Any, **kwargs: Any) -> Any:
         raise StoreError(self.message)
+
+
+class BrokenFleet:
+    """Budget and breaker state whose every step fails as a Redis error might,
+    quoting secrets (installed as the fleet state of a store)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise StoreError(self.message)
+
+        return fail
 
 
 def written_bytes(spans: Any, results: list[Any], caplog: pytest.LogCaptureFixture) -> list[bytes]:
@@ -213,3 +237,22 @@ def test_random_long_integers_are_almost_never_scrubbed():
     # Under a card-ish key the same numbers are cards: about one in ten is masked.
     as_cards = sum(redactor.value({"card": n})["card"] == REDACTED for n in numbers)
     assert len(numbers) * 0.05 < as_cards < len(numbers) * 0.15
+
+
+@pytest.mark.parametrize("name", list(LEAKS))
+def test_budget_and_breaker_store_errors_are_redacted_in_the_log(name, spans, caplog):
+    text, secret = LEAKS[name]
+    caplog.set_level(logging.DEBUG)
+    store = MemoryStore()
+    with _fleet._STATES_LOCK:
+        _fleet._STATES[store] = BrokenFleet(f"redis said {text}")  # type: ignore[assignment]
+    run = executor(
+        spans,
+        [Tool("echo", lambda **kw: {"ok": 1})],
+        retry_budget=RetryBudget(store=store),
+        circuit_breaker=CircuitBreaker(store=store),
+    )
+    results = [run.execute(ToolCall("echo", "c1", {"q": 1}, conversation_id="conv"))]
+    assert results[0].ok
+    assert any("store failed" in r.getMessage() for r in caplog.records)
+    assert_absent(secret, written_bytes(spans, results, caplog))
