@@ -22,14 +22,13 @@ from .._sql import Statements, load_statements
 from ..tracer._canonical import canonical_json
 from . import _inputs
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, QueryError
-from ._model import BadLine, Finding, IngestReport, QueryResult
+from ._model import DEFAULT_MIN_REPEATS, BadLine, Finding, IngestReport, QueryResult
 
 Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
 SCHEMA_VERSION = "3"
-DEFAULT_MIN_REPEATS = 3  # the threshold the findings view (and finding_rows) uses
 # Recomputes the tool calls and attempts of the traces ingested since the last
 # refresh (derive.sql), then the findings.
 _DERIVE_CALLS = (

@@ -26,11 +26,10 @@ import orjson
 
 from .._sql import Statements, load_statements
 from ._errors import DatabaseError, QueryError
-from ._model import Finding, QueryResult
+from ._model import DEFAULT_MIN_REPEATS, Finding, QueryResult
 
 DEFAULT_TABLE = "otel_traces"
 DEFAULT_VIEWS_DATABASE = "toolspan"
-DEFAULT_MIN_REPEATS = 3
 SCHEMES = ("clickhouse://", "clickhouses://", "chdb:")
 # Settings every statement runs with: a LEFT JOIN without a match reads NULL (as
 # in DuckDB); IN compares NULLs as equal (IS NOT DISTINCT FROM); a column's

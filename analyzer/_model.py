@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+# How many identical calls with the same answer make a loop, unless told otherwise.
+DEFAULT_MIN_REPEATS = 3
+
 # Every finding kind, in the order the docs describe them (docs/analyzer.md).
 FINDING_KINDS = (
     "loop",

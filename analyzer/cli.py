@@ -11,7 +11,7 @@ from typing import Any
 from . import _clickhouse, _render
 from ._analyzer import Analyzer
 from ._errors import AnalyzerError
-from ._model import FINDING_KINDS, Finding, IngestReport, QueryResult
+from ._model import DEFAULT_MIN_REPEATS, FINDING_KINDS, Finding, IngestReport, QueryResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -33,7 +33,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_db(analyze)
     _add_clickhouse(analyze)
     analyze.add_argument(
-        "--min-repeats", type=int, default=3, metavar="N", help="calls that make a loop (default 3)"
+        "--min-repeats",
+        type=int,
+        default=DEFAULT_MIN_REPEATS,
+        metavar="N",
+        help=f"calls that make a loop (default {DEFAULT_MIN_REPEATS})",
     )
     analyze.add_argument(
         "--write-tools",
