@@ -1,21 +1,25 @@
 """Which calls of one model step may run side by side.
 
 A model can emit several tool calls in one step. Reads run concurrently.
-Writes that share a resource (``Tool.resource_key``) run one after another;
-writes on different resources run in parallel only when each carries its own
+Writes that share a resource (``Tool.resource_key``, whichever tools they
+are: a refund and a cancel of one order) run one after another; writes on
+different resources run in parallel only when each carries its own
 idempotency key; writes without a key all queue in one lane. Every call keeps
-its place in the model's order in the results.
+its place in the model's order in the results. The executor records the same
+resource as ``toolspan.resource.key``, so the analyzer's ``parallel_write``
+never flags what this plan serialised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import orjson
 
 from ._tool import Tool, ToolCall
 
-__all__ = ["plan_lanes"]
+__all__ = ["plan_lanes", "resource_of"]
 
 
 def plan_lanes(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> list[list[int]]:
@@ -56,8 +60,17 @@ def _resource(declared: Tool, call: ToolCall) -> str | None:
     try:
         if isinstance(arguments, str):
             arguments = orjson.loads(arguments or "{}")
-        if not isinstance(arguments, Mapping):
-            return None
-        return f"{declared.name}:{declared.resource_key(arguments)}"
+    except orjson.JSONDecodeError:  # bad arguments: the executor refuses the call itself
+        return None
+    return resource_of(declared, arguments)
+
+
+def resource_of(declared: Tool, arguments: Any) -> str | None:
+    """The resource a write touches (``Tool.resource_key`` of its arguments), or
+    ``None`` when the tool declares none or its function fails on them."""
+    if declared.resource_key is None or not isinstance(arguments, Mapping):
+        return None
+    try:
+        return str(declared.resource_key(arguments))
     except Exception:  # bad arguments: the executor refuses the call itself
         return None

@@ -39,6 +39,7 @@ from opentelemetry.trace import Span, TracerProvider
 
 from . import _attributes as attr
 from ._adapters import to_tool_error
+from ._batch import resource_of
 from ._breaker import CircuitBreaker, Transition
 from ._budget import RetryBudget
 from ._canonical import canonical_json, digest
@@ -259,6 +260,10 @@ class Core:
             raw_bytes = canonical_json(arguments) if self.hash_key else args_bytes
             args_hash = digest(raw_bytes, self.hash_key)
         base = base_attributes(call, declared)
+        if declared.resource_key is not None and problem is None:
+            resource = resource_of(declared, arguments)
+            if resource is not None:
+                base[attr.RESOURCE_KEY] = self.redactor.text(resource)
         run.span = self.spans.start_call(
             call,
             base,
