@@ -8,6 +8,7 @@ import contextlib
 import gc
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -29,6 +30,10 @@ Progress = Callable[[str], None]
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
 SCHEMA_VERSION = "3"
+# DuckDB's own default is 80% of the machine's RAM; past this budget its
+# operators (joins, sorts, aggregates, the in-memory database itself) spill to
+# the temp directory instead, so memory is bounded by the setting, not the input.
+DEFAULT_MEMORY_LIMIT = "2GB"
 # Recomputes the tool calls and attempts of the traces ingested since the last
 # refresh (derive.sql), then the findings.
 _DERIVE_CALLS = (
@@ -85,6 +90,19 @@ def _canonical_json(text: str) -> str:
         return text
 
 
+def _spill_directory(
+    db_path: str | os.PathLike[str] | None, temp_directory: str | os.PathLike[str] | None
+) -> str:
+    """Where DuckDB spills past its memory limit: ``temp_directory``, or beside
+    a database file (DuckDB's own ``FILE.tmp``), or a private directory for an
+    in-memory database (DuckDB's default there is ``.tmp`` in the working directory)."""
+    if temp_directory is not None:
+        return os.fspath(temp_directory)
+    if db_path is not None:
+        return f"{os.fspath(db_path)}.tmp"
+    return tempfile.mkdtemp(prefix="toolspan-spill-")
+
+
 class _BatchRead(NamedTuple):
     """What reading a batch found: its files, per-file (lines, spans) counts of
     the typed read, lines per file, corrupt lines."""
@@ -98,13 +116,33 @@ class _BatchRead(NamedTuple):
 class Analyzer:
     """A DuckDB database of ingested spans with the analyzer's views."""
 
-    def __init__(self, db_path: str | os.PathLike[str] | None = None, *, read_only: bool = False):
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] | None = None,
+        *,
+        read_only: bool = False,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        temp_directory: str | os.PathLike[str] | None = None,
+    ):
         target = ":memory:" if db_path is None else os.fspath(db_path)
         if read_only and db_path is None:
             raise DatabaseError("an in-memory database cannot be opened read-only")
+        self._scratch_owned = db_path is None and temp_directory is None
+        self._scratch = _spill_directory(db_path, temp_directory)
         try:
-            self._con = duckdb.connect(target, read_only=read_only)
+            self._con = duckdb.connect(
+                target,
+                read_only=read_only,
+                config={"memory_limit": memory_limit, "temp_directory": self._scratch},
+            )
+        except (duckdb.ParserException, duckdb.InvalidInputException) as exc:
+            self._remove_scratch()
+            raise AnalyzerError(
+                f"invalid memory limit {memory_limit!r} (a size such as 2GB or 512MB): "
+                f"{_reader_error(exc)}"
+            ) from exc
         except duckdb.Error as exc:
+            self._remove_scratch()
             raise DatabaseError(f"cannot open database {target}: {exc}") from exc
         self._read_only = read_only
         self._in_transaction = False
@@ -127,8 +165,13 @@ class Analyzer:
         return self._con
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (and remove the spill directory it made)."""
         self._con.close()
+        self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self._scratch_owned:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> Analyzer:
         return self

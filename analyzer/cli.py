@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import _clickhouse, _render
-from ._analyzer import Analyzer
+from ._analyzer import DEFAULT_MEMORY_LIMIT, Analyzer
 from ._errors import AnalyzerError
 from ._model import DEFAULT_MIN_REPEATS, FINDING_KINDS, Finding, IngestReport, QueryResult
 
@@ -119,6 +119,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="FILE", help="DuckDB database file (default: in memory)")
+    parser.add_argument(
+        "--memory-limit",
+        default=DEFAULT_MEMORY_LIMIT,
+        metavar="SIZE",
+        help=f"DuckDB's memory budget; beyond it, work spills to disk ({DEFAULT_MEMORY_LIMIT})",
+    )
+    parser.add_argument(
+        "--temp-directory",
+        default=None,
+        metavar="DIR",
+        help="where DuckDB spills (default: FILE.tmp beside --db, else a private temp directory)",
+    )
+
+
+def _memory(args: argparse.Namespace) -> dict[str, Any]:
+    return {"memory_limit": args.memory_limit, "temp_directory": args.temp_directory}
 
 
 def _add_clickhouse(parser: argparse.ArgumentParser) -> None:
@@ -150,7 +166,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     if args.table or args.since or args.until:
         return _error("--table, --since and --until apply to ClickHouse sources only")
     try:
-        with Analyzer(args.db) as az:
+        with Analyzer(args.db, **_memory(args)) as az:
             write_tools = _split(args.write_tools)
             # Before the ingest: its refresh then computes side effects and
             # findings once, with these write tools.
@@ -219,7 +235,8 @@ def run_sql(args: argparse.Namespace) -> int:
     if not args.paths and not args.db:
         return _error("give trace files to read, or --db FILE")
     try:
-        with Analyzer(args.db, read_only=bool(args.db) and not args.paths) as az:
+        read_only = bool(args.db) and not args.paths
+        with Analyzer(args.db, read_only=read_only, **_memory(args)) as az:
             if args.paths:
                 _report(az.ingest(args.paths, strict=args.strict, progress=_progress))
             result = az.query(args.query)

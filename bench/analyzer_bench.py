@@ -16,7 +16,13 @@ memory (RSS) is measured per step:
 Then, to show that memory stays bounded as the input grows, the time and peak
 RSS of `analyze` into a database file on a corpus half the size and full size.
 
+With --scale, instead: analyze in memory and into a database file on 1M, 2M
+and 4M generated spans (--scale-spans to choose), under the analyzer's default
+memory limit (or --memory-limit), printing time and peak RSS per size and their
+growth against the smallest size.
+
 Usage: python bench/analyzer_bench.py [--spans 1000000] [--files 8] [--repeats 1]
+       python bench/analyzer_bench.py --scale [--scale-spans 1000000,2000000,4000000]
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 import orjson
 
 DATA = Path(__file__).resolve().parent / ".data"
+MEMORY_LIMIT = ""  # the analyzer's default unless --memory-limit says otherwise
 SPANS_PER_LINE = 512
 T0_NS = 1_767_225_600_000_000_000
 TOOLS = ["search", "get_weather", "send_email", "create_ticket", "lookup_order", "refund"]
@@ -272,7 +279,8 @@ def step(name: str, files: list[str], db: str | None) -> dict[str, Any]:
     elif name in {"analyze", "reanalyze"}:
         from toolspan.analyzer import Analyzer
 
-        with Analyzer(db) as az:
+        memory = {"memory_limit": MEMORY_LIMIT} if MEMORY_LIMIT else {}
+        with Analyzer(db, **memory) as az:
             report = az.ingest(files)
             findings = az.findings()
             summary = az.summary()
@@ -304,7 +312,8 @@ def step(name: str, files: list[str], db: str | None) -> dict[str, Any]:
 
 def run_step(name: str, files: list[Path], db: Path | None = None) -> dict[str, Any]:
     """Run one step in a child process; add its own peak RSS (MB)."""
-    command = [sys.executable, __file__, "--step", name, "--db", str(db or ""), *map(str, files)]
+    command = [sys.executable, __file__, "--step", name, "--db", str(db or "")]
+    command += ["--memory-limit", MEMORY_LIMIT, *map(str, files)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
         out = child.stdout.read() if child.stdout else ""
         # wait4 gives this child's own peak RSS (RUSAGE_CHILDREN is a running maximum).
@@ -347,6 +356,36 @@ def memory_scaling(total_spans: int, n_files: int) -> list[tuple[int, float, int
     return rows
 
 
+def scale(sizes: list[int], n_files: int) -> None:
+    """Time and peak RSS of analyze per corpus size, in memory and into a
+    database file, with the growth against the smallest size."""
+    rows: dict[str, list[tuple[int, float, int]]] = {"in memory": [], "database file": []}
+    for spans in sizes:
+        files = generate(spans, n_files)
+        size_mb = sum(f.stat().st_size for f in files) / 1e6
+        print(f"corpus: {spans:,} spans, {len(files)} files, {size_mb:,.0f} MB", flush=True)
+        db = DATA / f"scale-{spans}.duckdb"
+        for mode, target in (("in memory", None), ("database file", db)):
+            _remove_db(db)
+            result = run_step("analyze", files, target)
+            rows[mode].append((result["spans"], result["seconds"], result["peak_rss_mb"]))
+            print(f"  {mode}: {result['seconds']:.1f} s, {result['peak_rss_mb']} MB", flush=True)
+        _remove_db(db)
+    limit = MEMORY_LIMIT or "the analyzer's default"
+    print(f"\nanalyze, memory limit {limit}, {os.cpu_count()} CPUs (each run its own process)")
+    print(
+        f"{'mode':<14} {'spans':>11} {'seconds':>8} {'peak RSS':>9}"
+        f" {'x spans':>8} {'x time':>7} {'x RSS':>6}"
+    )
+    for mode, measured in rows.items():
+        base_spans, base_seconds, base_rss = measured[0]
+        for spans, seconds, peak in measured:
+            print(
+                f"{mode:<14} {spans:>11,} {seconds:>8.1f} {peak:>6} MB {spans / base_spans:>7.2f}x"
+                f" {seconds / base_seconds:>6.2f}x {peak / base_rss:>5.2f}x"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -356,10 +395,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="best of N runs per timed step")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--db", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--scale", action="store_true", help="time and peak RSS per corpus size")
+    parser.add_argument("--scale-spans", default="1000000,2000000,4000000", metavar="N,N,...")
+    parser.add_argument("--memory-limit", default="", help="the Analyzer's memory_limit")
     parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global MEMORY_LIMIT
+    MEMORY_LIMIT = args.memory_limit
     if args.step:
         print(json.dumps(step(args.step, args.paths, args.db or None)))
+        return
+    if args.scale:
+        scale([int(n) for n in args.scale_spans.split(",")], args.files)
         return
     files = generate(args.spans, args.files)
     size_mb = sum(f.stat().st_size for f in files) / 1e6

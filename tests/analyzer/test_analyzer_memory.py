@@ -1,0 +1,78 @@
+"""The analyzer's memory budget: the setting reaches DuckDB, a bad value is a
+clear error, and a small budget changes where DuckDB works, never the results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolspan.analyzer import Analyzer, AnalyzerError
+from toolspan.analyzer._analyzer import DEFAULT_MEMORY_LIMIT
+from toolspan.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def _settings(az: Analyzer) -> tuple[str, str]:
+    row = az.connection.execute(
+        "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
+    ).fetchone()
+    assert row is not None
+    return str(row[0]), str(row[1])
+
+
+def test_the_memory_limit_and_spill_directory_reach_duckdb(tmp_path: Path) -> None:
+    spill = tmp_path / "spill"
+    with Analyzer(memory_limit="300MB", temp_directory=spill) as az:
+        limit, directory = _settings(az)
+    # DuckDB reports the limit in its own units (300MB is 286.1 MiB).
+    assert limit == "286.1 MiB"
+    assert directory == str(spill)
+
+
+def test_the_default_is_a_fixed_budget_and_an_in_memory_database_spills_privately() -> None:
+    with Analyzer() as az:
+        limit, directory = _settings(az)
+        assert Path(directory).is_dir()
+        assert Path(directory).name.startswith("toolspan-spill-")
+    with Analyzer(memory_limit=DEFAULT_MEMORY_LIMIT) as same:
+        assert _settings(same)[0] == limit
+    # Not DuckDB's 80% of the machine's RAM: the budget does not follow the host.
+    assert limit == "1.8 GiB"
+    assert not Path(directory).exists()  # removed on close
+
+
+def test_a_database_file_spills_beside_itself(tmp_path: Path) -> None:
+    with Analyzer(tmp_path / "t.duckdb") as az:
+        assert _settings(az)[1] == str(tmp_path / "t.duckdb.tmp")
+
+
+@pytest.mark.parametrize("bad", ["lots", "12 parsecs", ""])
+def test_a_bad_memory_limit_is_a_clear_analyzer_error(bad: str) -> None:
+    with pytest.raises(AnalyzerError, match=r"invalid memory limit .*2GB or 512MB"):
+        Analyzer(memory_limit=bad)
+
+
+def test_the_cli_reports_a_bad_memory_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["analyze", str(SAMPLES / "agent_run"), "--memory-limit", "lots"])
+    assert code == 2
+    assert "invalid memory limit 'lots'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sample", ["agent_run", "bicycle"])
+def test_a_small_memory_limit_gives_the_same_findings(sample: str, tmp_path: Path) -> None:
+    def analysis(**memory: str) -> tuple[object, ...]:
+        with Analyzer(**memory) as az:
+            az.ingest([SAMPLES / sample])
+            findings = [f.to_json() for f in az.findings()]
+            calls = az.query("SELECT * FROM tool_calls ORDER BY ALL").rows
+            attempts = az.query("SELECT * FROM attempts ORDER BY ALL").rows
+            return az.summary(), findings, calls, attempts
+
+    small = analysis(memory_limit="64MB", temp_directory=str(tmp_path / "spill"))
+    unbounded = analysis(memory_limit="16GB")
+    assert small == unbounded
+    assert small[2] and small[3], "the sample should have calls and attempts to compare"
+    if sample == "agent_run":
+        assert small[1], "the sample should have findings to compare"
