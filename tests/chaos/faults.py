@@ -38,6 +38,9 @@ class Faults:
     """Which faults, how often. All off: a run with no chaos from the supervisor."""
 
     kill_every_s: float | None = None
+    # A cap, so the run ends: a replacement re-runs its whole plan, and every charge
+    # it commits could otherwise be the next kill.
+    max_kills: int = 20
     restarts: int = 0
     outages: int = 0
     outage_s: float = 2.0
@@ -123,7 +126,7 @@ class _Supervisor:
             if now - started > horizon + 60:
                 break
             if self.faults.kill_every_s is not None:
-                if armed_at is None and now >= next_kill:
+                if armed_at is None and now >= next_kill and self.kills < self.faults.max_kills:
                     self.arm.write_text("kill", encoding="ascii")
                     armed_at = now
                 elif armed_at is not None and self.marker.exists():
