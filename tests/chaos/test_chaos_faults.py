@@ -35,7 +35,7 @@ pytestmark = [
     ),
 ]
 
-FAULTS = Faults(kill_every_s=0.4, restarts=1, outages=1, outage_s=1.0)
+FAULTS = Faults(kill_every_s=0.2, restarts=1, outages=1, outage_s=1.0)
 
 
 def _assert_exactly_once(counts: dict[str, object], scenario: Scenario) -> None:
@@ -43,7 +43,7 @@ def _assert_exactly_once(counts: dict[str, object], scenario: Scenario) -> None:
     assert counts["unfinished"] == 0, "a worker ran out of time"
     assert counts["side_effects"] == scenario.actions
     assert (counts["duplicates"], counts["lost"]) == (0, 0)
-    assert counts["kills"] >= 2 and counts["outages"] == 1  # the chaos was real
+    assert counts["kills"] >= 1 and counts["outages"] == 1  # the chaos was real
     assert counts["takeovers"] >= 1
 
 
