@@ -86,6 +86,10 @@ def _stop_on_sigterm() -> None:
     # Streamlit child and a temporary database are cleaned up too.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
+        # A parent may hand us SIGINT ignored or blocked (a shell's background job,
+        # or a process whose embedded engine masks signals): Ctrl-C must still stop us.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def _check_startable(db_path: Path, host: str, port: int) -> None:
