@@ -19,24 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._result import RETRYABLE_STATUSES
+
 if TYPE_CHECKING:
     from ._tool import Tool
 
 __all__ = ["Next", "next_step"]
 
 _NOT_SEMANTIC = frozenset({"http_408", "http_429"})
-_RETRY_LATER = frozenset(
-    {
-        "attempt_limit",
-        "wait_budget",
-        "deadline_exceeded",
-        "in_progress",
-        "store_unavailable",
-        "turn_budget",
-        "retry_budget",
-        "circuit_open",
-    }
-)
+# The retryable stops (read_back_required is answered by the unknown-outcome branch
+# first), plus the turn budget: not retryable within this request, but a later one
+# gets a fresh budget.
+_RETRY_LATER = RETRYABLE_STATUSES | {"turn_budget"}
 
 
 @dataclass(frozen=True, slots=True)

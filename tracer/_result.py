@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from ._canonical import canonical_json
-from ._next import Next
+
+if TYPE_CHECKING:  # _next derives its retry-later statuses from this module
+    from ._next import Next
 
 __all__ = ["RETRYABLE_STATUSES", "Status", "ToolResult"]
 
