@@ -11,7 +11,6 @@ forgot are read back (legacy service) or re-sent under their key (keyed service)
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -72,14 +71,11 @@ def test_redis_under_kills_a_restart_and_an_outage(
     assert counts["restarts"] == 1
 
 
-def test_the_supervisor_needs_no_tmp_outside_its_workdir() -> None:
-    # A guard for the harness itself: an empty fault set runs the plan untouched.
-    with tempfile.TemporaryDirectory() as tmp:
-        SQLiteStore(Path(tmp) / "s.db").close()
-        scenario = Scenario(honours_keys=True, actions=20, workers=2)
-        run = run_with_faults(
-            scenario, Faults(), StoreLocation("sqlite", f"{tmp}/s.db"), Path(tmp) / "run"
-        )
-        counts = run.counts()
+def test_without_faults_the_plan_runs_untouched(tmp_path: Path) -> None:
+    # A guard for the harness itself: an empty fault set kills, restarts and pauses nothing.
+    SQLiteStore(tmp_path / "s.db").close()
+    scenario = Scenario(honours_keys=True, actions=20, workers=2)
+    store = StoreLocation("sqlite", str(tmp_path / "s.db"))
+    counts = run_with_faults(scenario, Faults(), store, tmp_path / "run").counts()
     assert (counts["kills"], counts["restarts"], counts["outages"]) == (0, 0, 0)
     assert counts["side_effects"] == 20 and counts["duplicates"] == 0
