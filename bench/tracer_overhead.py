@@ -39,6 +39,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import tenacity
@@ -54,6 +55,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
 
+from toolspan import tracer as tracer_package
 from toolspan.tracer import (
     DEFAULT_RETRYABLE_CODES,
     AsyncExecutor,
@@ -401,7 +403,7 @@ def profile(iterations: int) -> None:
             own_us, cumulative_us = row[2] * 1e6 / iterations, row[3] * 1e6 / iterations
             times = by_group.setdefault(_group(path, name), {})
             times[label] = times.get(label, 0.0) + own_us
-            if label == "executor" and "toolspan" in path:
+            if label == "executor" and path.startswith(_TRACER_DIR):
                 functions.append((own_us, cumulative_us, f"{_short(path)}:{line} {name}"))
         provider.force_flush()
     provider.shutdown()
@@ -440,8 +442,13 @@ def _group(path: str, name: str) -> str:
     return _short(path).removesuffix(".py").replace("/__init__", "")
 
 
+# toolspan's own code, wherever this checkout lives (a worktree, an installed copy).
+_TRACER_DIR = str(Path(tracer_package.__file__).parent)
+_CHECKOUT = str(Path(tracer_package.__file__).parent.parent) + "/"
+
+
 def _short(path: str) -> str:
-    for marker in ("site-packages/", "/work/main/", "lib/python3.11/"):
+    for marker in ("site-packages/", _CHECKOUT, "lib/python3.11/"):
         if marker in path:
             return path.split(marker, 1)[1]
     return path

@@ -48,7 +48,7 @@ from ._hooks import Hook, dispatch_attempt, dispatch_call
 from ._next import next_step
 from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._redact import Redactor
-from ._result import RETRYABLE_STATUSES, Status, ToolResult, build_result, package
+from ._result import RETRYABLE_STATUSES, Status, ToolResult, package
 from ._safeguards import LeaseKeeper, Safeguards
 from ._spans import SpanWriter, base_attributes
 from ._tool import Tool, ToolCall, check_result, parse_arguments
@@ -58,6 +58,7 @@ from .store._fleet import Admission
 __all__ = ["INVOKE", "Action", "Core", "Invoke", "Run", "Sleep", "current_call"]
 
 _log = logging.getLogger("toolspan.tracer")
+_sha256 = hashlib.sha256
 
 _CURRENT_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
     "toolspan_current_call", default=None
@@ -254,11 +255,12 @@ class Core:
             return self._refused(span, call, None, "unknown_tool", f"no tool named {call.name!r}")
         arguments, problem = parse_arguments(declared, call.arguments)
         args_bytes = canonical_json(self.redactor.value(arguments))
-        if self.hash_key is None:
-            args_hash = hashlib.sha256(args_bytes).digest().hex()  # faster than hexdigest()
+        hash_key = self.hash_key
+        if hash_key is None:
+            args_hash = _sha256(args_bytes).digest().hex()  # faster than hexdigest()
         else:
-            raw_bytes = canonical_json(arguments) if self.hash_key else args_bytes
-            args_hash = digest(raw_bytes, self.hash_key)
+            raw_bytes = canonical_json(arguments) if hash_key else args_bytes
+            args_hash = digest(raw_bytes, hash_key)
         base = base_attributes(call, declared)
         if declared.resource_key is not None and problem is None:
             resource = resource_of(declared, arguments)
@@ -288,13 +290,24 @@ class Core:
         return self._admit(self.safeguards, run)
 
     def returned(self, run: Run, value: Any) -> Action:
-        """What the pending INVOKE returned."""
-        if run.asking == _ATTEMPT:
-            self._leave(run)
-            if run.admission is not None:
-                self._report(run, failed=False)
-            return self._succeeded(run, value)
-        return self._read_back_answered(run, value)
+        """What the pending INVOKE returned: an attempt's value is checked and
+        packaged (closing the attempt span), a read-back's answer weighed."""
+        if run.asking != _ATTEMPT:
+            return self._read_back_answered(run, value)
+        self._leave(run)
+        if run.admission is not None:
+            self._report(run, failed=False)
+        declared = run.tool
+        if declared.result_schema is not None:
+            problem = check_result(declared, value)
+            if problem is not None:
+                self.spans.attempt_invalid_response(run.attempt_span)
+                self._attempt_done(run, "invalid_response", 0.0)
+                return self._failed(run, "invalid_response", "invalid_response", problem)
+        self.spans.attempt_succeeded(run.attempt_span)
+        if self.hooks:
+            self._attempt_done(run, "ok", 0.0)
+        return self._finish_ok(run, value)
 
     def raised(self, run: Run, exc: Exception) -> Action:
         """What the pending INVOKE raised; re-raises a programming error."""
@@ -369,18 +382,6 @@ class Core:
             run.keeper = None
         _CURRENT_CALL.reset(run.call_token)
         self.spans.detach(run.context_token)
-
-    def _succeeded(self, run: Run, data: Any) -> ToolResult:
-        """Check and package a returned value; closes the attempt span."""
-        problem = check_result(run.tool, data)
-        if problem is not None:
-            self.spans.attempt_invalid_response(run.attempt_span)
-            self._attempt_done(run, "invalid_response", 0.0)
-            return self._failed(run, "invalid_response", "invalid_response", problem)
-        self.spans.attempt_succeeded(run.attempt_span)
-        if self.hooks:
-            self._attempt_done(run, "ok", 0.0)
-        return self._finish_ok(run, data)
 
     def _read_back_answered(self, run: Run, answer: Any) -> Action:
         if run.asking == _READ_BACK_FIRST:
@@ -571,7 +572,7 @@ class Core:
     ) -> ToolResult:
         data, encoded, result_hash, truncated, message = package(value, self.max_result_bytes)
         call = run.call
-        result = build_result(
+        result = ToolResult(
             True,
             "succeeded",
             call.name,
@@ -589,7 +590,7 @@ class Core:
         )
         if self.safeguards is not None:
             self._remember(self.safeguards, run, result, encoded, result_hash)
-        self.spans.close_call(run.span, result, result_hash)
+        self.spans.call_succeeded(run.span, result, result_hash)
         if self.hooks:
             dispatch_call(self.hooks, result)
         return result
@@ -606,7 +607,7 @@ class Core:
         remember: bool = True,
     ) -> ToolResult:
         call = run.call
-        result = build_result(
+        result = ToolResult(
             False,
             status,
             call.name,

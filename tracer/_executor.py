@@ -14,6 +14,7 @@ import contextvars
 import inspect
 import random
 import time
+import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -33,6 +34,7 @@ from ._tool import Tool, ToolCall
 __all__ = ["AsyncExecutor", "Executor", "current_call"]
 
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024
+_Coroutine = types.CoroutineType
 
 
 _SleepT = TypeVar("_SleepT")
@@ -178,7 +180,9 @@ class AsyncExecutor(_ExecutorBase[Callable[[float], Awaitable[None]]]):
                 continue
             try:
                 value = run.fn(**run.arguments)
-                if inspect.isawaitable(value):
+                # An async tool's coroutine, told apart without a call; any
+                # other awaitable (a Future, a Task) still gets awaited.
+                if type(value) is _Coroutine or inspect.isawaitable(value):
                     value = await value
             except Exception as exc:
                 action = core.raised(run, exc)

@@ -51,7 +51,7 @@ RETRYABLE_STATUSES: frozenset[str] = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, init=False)
 class ToolResult:
     """What the agent gets back: an outcome, never an invented value.
 
@@ -78,6 +78,45 @@ class ToolResult:
     replayed: bool = False
     reconciled: bool = False
     next: Next | None = None
+
+    def __init__(
+        self,
+        ok: bool,
+        status: Status,
+        tool: str,
+        call_id: str,
+        error_code: str | None = None,
+        retryable: bool = False,
+        data: Any = None,
+        message: str = "",
+        attempts: int = 0,
+        total_wait_s: float = 0.0,
+        retry_after_s: float | None = None,
+        truncated: bool = False,
+        replayed: bool = False,
+        reconciled: bool = False,
+        next: Next | None = None,
+    ) -> None:
+        # Every call builds one, so this replaces the generated frozen
+        # ``__init__`` (one ``object.__setattr__`` per field, three times
+        # slower): the fields go straight into the instance dict, which users'
+        # attribute assignment cannot reach (``FrozenInstanceError``).
+        fields = self.__dict__
+        fields["ok"] = ok
+        fields["status"] = status
+        fields["tool"] = tool
+        fields["call_id"] = call_id
+        fields["error_code"] = error_code
+        fields["retryable"] = retryable
+        fields["data"] = data
+        fields["message"] = message
+        fields["attempts"] = attempts
+        fields["total_wait_s"] = total_wait_s
+        fields["retry_after_s"] = retry_after_s
+        fields["truncated"] = truncated
+        fields["replayed"] = replayed
+        fields["reconciled"] = reconciled
+        fields["next"] = next
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object the model sees (flags only when they are set)."""
@@ -122,42 +161,9 @@ class ToolResult:
 # -- packaging ---------------------------------------------------------------------
 
 
-def build_result(
-    ok: bool,
-    status: Status,
-    tool: str,
-    call_id: str,
-    error_code: str | None,
-    retryable: bool,
-    data: Any,
-    message: str,
-    attempts: int,
-    total_wait_s: float,
-    retry_after_s: float | None,
-    truncated: bool,
-    replayed: bool,
-    reconciled: bool,
-    next: Next | None = None,
-) -> ToolResult:
-    """``ToolResult`` with every field given positionally: the one place results
-    are built (a third faster than keywords with defaults filled in)."""
-    return ToolResult(
-        ok,
-        status,
-        tool,
-        call_id,
-        error_code,
-        retryable,
-        data,
-        message,
-        attempts,
-        total_wait_s,
-        retry_after_s,
-        truncated,
-        replayed,
-        reconciled,
-        next,
-    )
+# The name results were built by when ToolResult's own constructor was slow;
+# it is that constructor now.
+build_result = ToolResult
 
 
 def package(value: Any, max_bytes: int) -> tuple[Any, bytes, str, bool, str]:

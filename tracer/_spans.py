@@ -141,6 +141,26 @@ class SpanWriter:
         clock = self._clock
         span.end(end_time=None if clock is None else clock())
 
+    def call_succeeded(self, span: Span, result: ToolResult, result_hash: str) -> None:
+        """:meth:`close_call` for a success, the hot path: a success has no error
+        code, HTTP status, retry-after or ``next``, so only its flags are checked."""
+        final: dict[str, Any] = {
+            attr.STATUS: result.status,
+            attr.RETRYABLE: result.retryable,
+            attr.ATTEMPTS: result.attempts,
+            attr.TOTAL_WAIT_S: result.total_wait_s,
+            attr.IDEMPOTENCY_REPLAYED: result.replayed,
+            attr.RESULT_HASH: result_hash,
+        }
+        if result.truncated:
+            final[attr.RESULT_TRUNCATED] = True
+        if result.reconciled:
+            final[attr.RECONCILED] = True
+        span.set_attributes(final)
+        span.set_status(_STATUS_OK)
+        clock = self._clock
+        span.end(end_time=None if clock is None else clock())
+
     # -- attempt spans --------------------------------------------------------------
 
     def start_attempt(
@@ -164,16 +184,20 @@ class SpanWriter:
         if attempt > 1:
             attributes[attr.RETRY_INITIATOR] = "orchestrator"
         clock = self._clock
+        parent = trace.set_span_in_context(call_span)
         span = self._tracer.start_span(
             f"attempt {attempt} {name}",
-            context=trace.set_span_in_context(call_span),
+            context=parent,
             kind=_INTERNAL,
             attributes=attributes,
             start_time=None if clock is None else clock(),
         )
         # Attach directly rather than via use_span: the SDK's helper would also
-        # record the raw exception message (secrets and all).
-        return span, otel_context.attach(trace.set_span_in_context(span))
+        # record the raw exception message (secrets and all). ``parent`` is the
+        # current context with the call span in the span slot, so putting the
+        # attempt span there instead gives the same context without reading
+        # the current one again.
+        return span, otel_context.attach(trace.set_span_in_context(span, parent))
 
     @staticmethod
     def detach(token: object) -> None:

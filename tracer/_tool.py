@@ -272,6 +272,8 @@ def _arguments_as_dict(raw: Any) -> tuple[dict[str, Any], str | None]:
         except orjson.JSONDecodeError as exc:
             # Position only: the text itself may hold secrets.
             return {}, f"arguments are not valid JSON (at character {exc.pos})"
+        if type(raw) is dict:
+            return raw, None  # freshly decoded: no copy, no ABC check
     if not isinstance(raw, Mapping):
         return {}, f"arguments must be a JSON object, not {type(raw).__name__}"
     return dict(raw), None
