@@ -33,7 +33,11 @@ SCHEMA_VERSION = "3"
 # DuckDB's own default is 80% of the machine's RAM; past this budget its
 # operators (joins, sorts, aggregates, the in-memory database itself) spill to
 # the temp directory instead, so memory is bounded by the setting, not the input.
-DEFAULT_MEMORY_LIMIT = "2GB"
+# Peak RSS is about this plus 200-500 MB DuckDB allocates outside its buffer
+# manager (read buffers, the allocator's free lists). 512MB binds already at 1M
+# spans: 1M to 4M then grow the peak by under 1.5x, where 2GB let a database
+# file's peak follow the input up to the budget (x2.1 from 1M to 4M).
+DEFAULT_MEMORY_LIMIT = "512MB"
 # Recomputes the tool calls and attempts of the traces ingested since the last
 # refresh (derive.sql), then the findings.
 _DERIVE_CALLS = (

@@ -3,6 +3,8 @@ clear error, and a small budget changes where DuckDB works, never the results.""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from toolspan.analyzer import Analyzer, AnalyzerError
 from toolspan.analyzer._analyzer import DEFAULT_MEMORY_LIMIT
 from toolspan.cli import main
 
+T0_NS = 1_767_225_600_000_000_000
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
@@ -39,7 +42,7 @@ def test_the_default_is_a_fixed_budget_and_an_in_memory_database_spills_privatel
     with Analyzer(memory_limit=DEFAULT_MEMORY_LIMIT) as same:
         assert _settings(same)[0] == limit
     # Not DuckDB's 80% of the machine's RAM: the budget does not follow the host.
-    assert limit == "1.8 GiB"
+    assert limit == "488.2 MiB"
     assert not Path(directory).exists()  # removed on close
 
 
@@ -76,3 +79,68 @@ def test_a_small_memory_limit_gives_the_same_findings(sample: str, tmp_path: Pat
     assert small[2] and small[3], "the sample should have calls and attempts to compare"
     if sample == "agent_run":
         assert small[1], "the sample should have findings to compare"
+
+
+def _bulky_traces(path: Path, conversations: int) -> None:
+    """OTLP/JSON lines of tool calls with 2 KB arguments, each conversation's
+    four calls made three times each (four loops): about 100 MB."""
+    lines = []
+    for n in range(conversations):
+        trace_id = hashlib.sha256(b"t%d" % n).hexdigest()[:32]
+        spans = []
+        for k in range(12):
+            pad = hashlib.sha512(b"%d-%d" % (n, k % 4)).hexdigest() * 16
+            args = {"q": n, "call": k % 4, "pad": pad}
+            attributes = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "search",
+                "gen_ai.conversation.id": f"conv-{n}",
+                "gen_ai.tool.call.arguments": json.dumps(args),
+                "toolspan.status": "succeeded",
+                "toolspan.side_effect": "none",
+            }
+            start = T0_NS + (n * 12 + k) * 1_000_000
+            spans.append(
+                {
+                    "traceId": trace_id,
+                    "spanId": hashlib.sha256(b"s%d-%d" % (n, k)).hexdigest()[:16],
+                    "name": "execute_tool search",
+                    "startTimeUnixNano": str(start),
+                    "endTimeUnixNano": str(start + 500_000),
+                    "attributes": [
+                        {"key": key, "value": {"stringValue": value}}
+                        for key, value in attributes.items()
+                    ],
+                }
+            )
+        scope_spans = [{"scope": {"name": "toolspan"}, "spans": spans}]
+        lines.append(json.dumps({"resourceSpans": [{"scopeSpans": scope_spans}]}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_past_its_memory_limit_duckdb_spills_to_the_temp_directory(tmp_path: Path) -> None:
+    traces = tmp_path / "bulky.jsonl"
+    _bulky_traces(traces, conversations=3000)
+    spill = tmp_path / "spill"
+
+    def analysis(az: Analyzer) -> tuple[object, ...]:
+        report = az.ingest([traces])
+        findings = [f.to_json() for f in az.findings()]
+        return report.spans, az.summary(), findings
+
+    with Analyzer(memory_limit="200MB", temp_directory=spill) as small:
+        bounded = analysis(small)
+        # The in-memory database itself no longer fits: its blocks live in the
+        # temp directory (DuckDB lists them while they exist).
+        spilled = small.query("SELECT path, size FROM duckdb_temporary_files()").rows
+        held, spilled_bytes = small.query(
+            "SELECT sum(memory_usage_bytes), sum(temporary_storage_bytes) FROM duckdb_memory()"
+        ).rows[0]
+    with Analyzer(memory_limit="4GB") as roomy:
+        unbounded = analysis(roomy)
+    assert spilled and all(Path(path).parent == spill for path, _ in spilled)
+    assert sum(size for _, size in spilled) > 32 * 2**20
+    assert held <= 200 * 2**20 and spilled_bytes > 32 * 2**20
+    assert bounded == unbounded
+    assert bounded[0] == 3000 * 12
+    assert len(bounded[2]) == 4 * 3000, "four loops per conversation"
