@@ -358,6 +358,10 @@ class Core:
             refused = self._per_service_gate(run)
             if refused is not None:
                 return refused
+        if run.claim_token is not None:
+            refused = self._confirm_claim(run)
+            if refused is not None:
+                return refused
         run.attempt += 1
         admission = run.admission
         run.attempt_span, run.context_token = self.spans.start_attempt(
@@ -771,16 +775,6 @@ class Core:
         """Spend one attempt of the turn budget, then start the attempt."""
         key = run.call.idempotency_key
         try:
-            if run.claim_token is not None and run.attempt > 0:
-                assert key is not None
-                if not guards.renew(key, run.claim_token):
-                    run.claim_token = None  # another worker took the key over
-                    return self._failed(
-                        run,
-                        "in_progress",
-                        "in_progress",
-                        "another worker took over this idempotency key",
-                    )
             within_budget = guards.spend_attempt(run.call.request_id, key or run.call_identity)
         except StoreError as exc:
             return self._store_failed(run, exc)
@@ -791,6 +785,32 @@ class Core:
             "turn_budget",
             "turn_budget",
             f"this action used its {guards.max_attempts_per_action} attempts for this request",
+        )
+
+    def _confirm_claim(self, run: Run) -> ToolResult | None:
+        """Right before every attempt of a claimed key: renew its lease, or stop.
+
+        The last store step before the tool runs. Whatever came between the
+        claim and here (a read-back, a retry's wait, a stalled process) may have
+        outlasted the lease, and another worker may have taken the key over and
+        run the write: then this one must not run it too. Exclusive as long as no
+        worker stalls longer than the lease between here and its request.
+        """
+        guards, key, token = self.safeguards, run.call.idempotency_key, run.claim_token
+        assert guards is not None and key is not None and token is not None
+        try:
+            if guards.renew(key, token):
+                return None
+        except StoreError as exc:
+            result = self._store_failed(run, exc)
+            assert isinstance(result, ToolResult)  # a claim is held by writes only
+            return result
+        run.claim_token = None  # another worker took the key over: it settles it
+        return self._failed(
+            run,
+            "in_progress",
+            "in_progress",
+            "another worker took over this idempotency key",
         )
 
     def _store_failed(self, run: Run, exc: StoreError) -> Action:

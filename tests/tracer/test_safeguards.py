@@ -168,6 +168,53 @@ def test_takeover_reads_back_before_executing(spans, store):
     assert spans.attrs(spans.calls()[-1])["toolspan.idempotency.takeover"] is True
 
 
+def test_a_worker_that_lost_its_lease_during_the_read_back_does_not_run_the_write(spans, store):
+    # Worker A takes a dead worker's key over and reads back; its read-back
+    # stalls past the lease, worker B takes the key over in the meantime, reads
+    # back (nothing yet) and charges. When A's stale "absent" arrives, A must not
+    # charge as well: it checks it still owns the key right before the attempt.
+    ledger: list[str] = []
+    from toolspan.tracer._canonical import canonical_json
+    from toolspan.tracer._canonical import digest as fingerprint
+
+    def charge_fn(order_id, amount):
+        ledger.append(order_id)
+        return {"charge_id": f"ch_{len(ledger)}"}
+
+    def read_back_b(order_id, amount):
+        return {"charge_id": "ch_1"} if ledger else None
+
+    worker_b = build(
+        spans,
+        [Tool("charge", charge_fn, side_effect="write", read_back=read_back_b)],
+        store,
+        lease_s=60.0,
+    )
+    b_result = []
+
+    def stalled_read_back_a(order_id, amount):
+        seen = {"charge_id": "ch_1"} if ledger else None  # what A read before stalling
+        store.wall.advance(120.0)  # A stalls for two leases
+        b_result.append(worker_b.execute(charge(call_id="b1")))
+        return seen
+
+    worker_a = build(
+        spans,
+        [Tool("charge", charge_fn, side_effect="write", read_back=stalled_read_back_a)],
+        store,
+        lease_s=60.0,
+    )
+    same = fingerprint(canonical_json({"order_id": "order-1", "amount": 5}), None)
+    assert store.claim("order-1:charge", same, lease_s=60.0, ttl_s=3600).outcome == "acquired"
+    store.wall.advance(61.0)  # the first owner died: its lease ran out
+    a_result = worker_a.execute(charge(call_id="a1"))
+    (b,) = b_result
+    assert (b.status, b.attempts) == ("succeeded", 1)
+    assert (a_result.status, a_result.attempts) == ("in_progress", 0)
+    assert ledger == ["order-1"]  # one charge, by B
+    assert worker_a.execute(charge(call_id="a2")).replayed  # and A then replays B's result
+
+
 def test_turn_budget_caps_attempts_per_action_in_a_request(spans, store):
     fake = Scripted(*([ToolError("timeout")] * 10))
     executor = build(spans, [Tool("weather", fake)], store, max_attempts_per_action=5)
