@@ -129,14 +129,17 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=10000)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--faults", default="all")
-    parser.add_argument("--only", help="a comma list of stores to run (sqlite, redis)")
+    parser.add_argument(
+        "--only",
+        help="a comma list of stores (sqlite, redis) or store:persistence (redis:none) to run",
+    )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
-    stores = set(args.only.split(",")) if args.only else {"sqlite", "redis"}
+    wanted = set(args.only.split(",")) if args.only else {"sqlite", "redis"}
     rows = []
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
         for config in configurations():
-            if config[0] not in stores:
+            if not {config[0], f"{config[0]}:{config[1]}"} & wanted:
                 continue
             rows.append(run_row(*config, args, Path(tmp)))
             row = rows[-1]

@@ -51,6 +51,7 @@ from ._redact import Redactor
 from ._result import RETRYABLE_STATUSES, Status, ToolResult, package
 from ._safeguards import LeaseKeeper, Safeguards
 from ._spans import SpanWriter, base_attributes
+from ._throttle import ThrottledWarning
 from ._tool import Tool, ToolCall, check_result, parse_arguments
 from .store import StoreError
 from .store._fleet import Admission
@@ -238,6 +239,8 @@ class Core:
             raise ConfigurationError("max_result_bytes must be at least 64")
         self.max_result_bytes = max_result_bytes
         self.clock = clock
+        # An unreachable store fails every call alike: warn at a bounded rate.
+        self._store_warning = ThrottledWarning(_log, clock=clock)
         # A live process gets an unseeded generator; tests inject a seeded one.
         self.rng = rng or random.Random()
         self.hooks = tuple(hooks)
@@ -814,7 +817,7 @@ class Core:
         )
 
     def _store_failed(self, run: Run, exc: StoreError) -> Action:
-        _log.warning("idempotency store failed: %s", self.redactor.text(str(exc)))
+        self._store_warning.warning("idempotency store failed: %s", self.redactor.text(str(exc)))
         if not run.tool.is_write:
             # A read is safe to run unguarded: availability over the loop guard.
             run.claim_token = None
@@ -865,7 +868,7 @@ class Core:
             self._remember_checks(guards, run, result)
         except StoreError as exc:
             # The result is decided; losing guard bookkeeping must not change it.
-            _log.warning(
+            self._store_warning.warning(
                 "could not record the result in the store: %s", self.redactor.text(str(exc))
             )
 

@@ -287,6 +287,27 @@ def test_a_failing_store_fails_closed(spans):
     assert (result.status, result.retryable, fake.calls) == ("store_unavailable", True, [])
 
 
+def test_a_store_outage_is_logged_at_a_bounded_rate_not_once_per_call(spans, caplog):
+    clock = FakeClock()
+    fake = Scripted(*([{"charge_id": "ch_1"}] * 3))
+    executor = Executor(
+        [Tool("charge", fake, side_effect="write", idempotent=True)],
+        tracer_provider=spans.provider,
+        sleep=clock.sleep,
+        clock=clock,
+        safeguards=Safeguards(store=BrokenStore()),
+    )
+    with caplog.at_level("WARNING", logger="toolspan.tracer"):
+        for n in range(200):
+            assert executor.execute(charge(call_id=f"c{n}")).status == "store_unavailable"
+        clock.advance(10.0)
+        executor.execute(charge(call_id="after"))
+    lines = [r.getMessage() for r in caplog.records if "store failed" in r.getMessage()]
+    assert len(lines) == 2  # the first, and one when the interval ran out
+    assert "redis: connection refused" in lines[0]
+    assert "and 199 more like it" in lines[1]
+
+
 def test_a_dropped_connection_on_an_unkeyed_write_is_an_unknown_outcome(spans, store):
     ledger: list[str] = []
 
