@@ -46,6 +46,7 @@ COLUMNS = [
     ("duplicates", "duplicates"),
     ("lost", "lost"),
     ("refused_store_unavailable", "refused (store unavailable)"),
+    ("store_lost_seen", "calls that saw the loss"),
     ("reconciled", "reconciled by read-back"),
     ("promised", "promised 0/0"),
     ("seconds", "seconds"),
@@ -71,13 +72,14 @@ def promised(store: str, persistence: str, honours_keys: bool, detect: bool) -> 
     return detect or honours_keys
 
 
-def parse_faults(text: str, detect: bool) -> Faults:
+def parse_faults(text: str, detect: bool, max_kills: int = 20) -> Faults:
     names = {"kills", "restarts", "outages"} if text == "all" else set(text.split(",")) - {"none"}
     unknown = names - {"kills", "restarts", "outages"}
     if unknown:
         raise SystemExit(f"unknown faults: {', '.join(sorted(unknown))}")
     return Faults(
         kill_every_s=1.0 if "kills" in names else None,
+        max_kills=max_kills,
         restarts=1 if "restarts" in names else 0,
         outages=1 if "outages" in names else 0,
         outage_s=2.0,
@@ -95,7 +97,7 @@ def run_row(
         replans_per_worker=max(15, args.actions // args.workers // 4),
         deadline_s=1800.0,
     )
-    faults = parse_faults(args.faults, detect)
+    faults = parse_faults(args.faults, detect, args.max_kills)
     where = workdir / f"{store}-{persistence}-{honours_keys}-{detect}"
     if store == "sqlite":
         where.mkdir(parents=True)
@@ -132,6 +134,13 @@ def main() -> None:
     parser.add_argument(
         "--only",
         help="a comma list of stores (sqlite, redis) or store:persistence (redis:none) to run",
+    )
+    parser.add_argument(
+        "--max-kills",
+        type=int,
+        default=20,
+        help="kills per run at most (a replacement "
+        "re-runs its whole plan, so without a cap a long run may never end)",
     )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()

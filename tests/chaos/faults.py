@@ -11,6 +11,10 @@ supervisor that, while the workers run:
 * makes the store **unreachable** ``outages`` times for ``outage_s``: Redis is
   paused (SIGSTOP); an SQLite file is held under an exclusive lock.
 
+Restarts and outages are placed by progress (the share of actions the service has
+charged), not by the clock: workers spend their first seconds importing, and a
+restart before anyone used the store tests nothing.
+
 Nothing here asserts; ``test_chaos_faults.py`` and ``bench/chaos_counts.py`` do.
 """
 
@@ -80,6 +84,7 @@ class FaultRun:
             restarts=self.restarts,
             outages=self.outages,
             refused_store_unavailable=statuses.get("store_unavailable", 0),
+            store_lost_seen=sum(report["spans"]["store_lost"] for report in self.run.reports),
             unfinished=sum(report["unfinished"] for report in self.run.reports),
             seconds=round(self.seconds, 1),
         )
@@ -96,6 +101,7 @@ class _Supervisor:
         redis: RedisServer | None,
     ) -> None:
         self.scenario, self.faults, self.store, self.redis = scenario, faults, store, redis
+        self.ledger = Ledger(workdir / "ledger.db")
         self.workdir = workdir
         self.arm = workdir / "arm-kill"
         self.marker = workdir / "killed.pid"
@@ -116,13 +122,16 @@ class _Supervisor:
             self.start(config)
         started = time.monotonic()
         horizon = self.scenario.deadline_s
-        # Spread restarts and outages over the first part of the run.
-        restart_at = [started + 1.0 + 2.0 * i for i in range(self.faults.restarts)]
-        outage_at = [started + 2.0 + 3.0 * i for i in range(self.faults.outages)]
+        # Restarts and outages spread over the middle of the run, by progress.
+        restart_at = _spread(self.faults.restarts, 0.2, 0.6)
+        outage_at = _spread(self.faults.outages, 0.35, 0.75)
         next_kill = started + (self.faults.kill_every_s or 0.0)
         armed_at: float | None = None
+        progress, polled = 0.0, 0.0
         while any(p.is_alive() for p in self.processes):
             now = time.monotonic()
+            if (restart_at or outage_at) and now - polled > 0.05:
+                progress, polled = self._progress(), now
             if now - started > horizon + 60:
                 break
             if self.faults.kill_every_s is not None:
@@ -135,14 +144,19 @@ class _Supervisor:
                 elif armed_at is not None and now - armed_at > 5.0:
                     self.arm.unlink(missing_ok=True)  # nobody committed: try again later
                     armed_at, next_kill = None, now + self.faults.kill_every_s
-            if restart_at and now >= restart_at[0]:
+            if restart_at and progress >= restart_at[0]:
                 restart_at.pop(0)
                 self._restart_store()
-            if outage_at and now >= outage_at[0]:
+            if outage_at and progress >= outage_at[0]:
                 outage_at.pop(0)
                 self._outage()
             time.sleep(0.005)
         self.arm.unlink(missing_ok=True)
+
+    def _progress(self) -> float:
+        """The share of the actions the service has charged so far."""
+        ((charged,),) = self.ledger.rows("charged_orders")
+        return int(charged) / self.scenario.actions
 
     def _kill_and_replace(self) -> None:
         pid = int(self.marker.read_text(encoding="ascii"))
@@ -185,6 +199,15 @@ class _Supervisor:
             if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, signal.SIGKILL)
                 process.join()
+        self.ledger.close()
+
+
+def _spread(count: int, first: float, last: float) -> list[float]:
+    """``count`` progress marks from ``first`` to ``last``."""
+    if count <= 1:
+        return [first] * count
+    step = (last - first) / (count - 1)
+    return [first + step * i for i in range(count)]
 
 
 def run_with_faults(

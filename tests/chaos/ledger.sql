@@ -52,3 +52,6 @@ SELECT DISTINCT order_id, amount FROM request WHERE kind = 'charge';
 -- name: charge_requests_of_order
 SELECT attempt, fault, pid FROM request
 WHERE kind = 'charge' AND order_id = :order_id ORDER BY attempt;
+
+-- name: charged_orders
+SELECT count(DISTINCT order_id) FROM charge;

@@ -57,6 +57,11 @@ def test_redis_under_kills_a_restart_and_an_outage(
     counts = run.counts()
     _assert_exactly_once(counts, scenario)
     assert counts["restarts"] == 1
+    assert counts["refused_store_unavailable"] >= 1  # the outage met keyed writes
+    if persistence == "none":
+        assert counts["store_lost_seen"] >= 1  # the empty restart was noticed
+    if persistence == "always":
+        assert counts["store_lost_seen"] == 0  # a durable store raises no false alarm
 
 
 def test_without_faults_the_plan_runs_untouched(tmp_path: Path) -> None:

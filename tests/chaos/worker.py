@@ -268,6 +268,7 @@ def _span_summary(spans: tuple[ReadableSpan, ...]) -> dict[str, Any]:
         "statuses": dict(Counter(str(a.get("toolspan.status")) for a in calls)),
         "replayed": sum(1 for a in calls if a.get("toolspan.idempotency.replayed")),
         "reconciled": sum(1 for a in calls if a.get("toolspan.reconciled")),
+        "store_lost": sum(1 for a in calls if a.get("toolspan.store.lost")),
         "read_back": {
             str(a["gen_ai.tool.call.id"]): str(a["toolspan.read_back"])
             for a in calls
