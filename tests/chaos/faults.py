@@ -25,7 +25,7 @@ import os
 import signal
 import sqlite3
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ class FaultRun:
     restarts: int
     outages: int
     seconds: float
+    timeline: list[str] = field(default_factory=list)  # when each restart and outage happened
 
     def counts(self) -> dict[str, Any]:
         counts = self.run.counts()
@@ -86,6 +87,7 @@ class FaultRun:
             refused_store_unavailable=statuses.get("store_unavailable", 0),
             store_lost_seen=sum(report["spans"]["store_lost"] for report in self.run.reports),
             unfinished=sum(report["unfinished"] for report in self.run.reports),
+            timeline="; ".join(self.timeline),
             seconds=round(self.seconds, 1),
         )
         return counts
@@ -110,6 +112,8 @@ class _Supervisor:
         self.configs: dict[int, WorkerConfig] = {}  # pid -> its config
         self.kills = self.restarts = self.outages = 0
         self.generation = 0
+        self.started = time.monotonic()
+        self.timeline: list[str] = []
 
     def start(self, config: WorkerConfig) -> None:
         process = self.context.Process(target=run_worker, args=(config,))
@@ -120,7 +124,7 @@ class _Supervisor:
     def run(self, configs: list[WorkerConfig]) -> None:
         for config in configs:
             self.start(config)
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         horizon = self.scenario.deadline_s
         # Restarts and outages spread over the middle of the run, by progress.
         restart_at = _spread(self.faults.restarts, 0.2, 0.6)
@@ -153,6 +157,11 @@ class _Supervisor:
             time.sleep(0.005)
         self.arm.unlink(missing_ok=True)
 
+    def _note(self, fault: str) -> None:
+        """When a fault happened, for the record: seconds into the run and progress."""
+        seconds = time.monotonic() - self.started
+        self.timeline.append(f"{fault} at {seconds:.1f} s, {self._progress():.0%} charged")
+
     def _progress(self) -> float:
         """The share of the actions the service has charged so far."""
         ((charged,),) = self.ledger.rows("charged_orders")
@@ -181,6 +190,7 @@ class _Supervisor:
         time.sleep(0.3)
         self.redis.restart()
         self.restarts += 1
+        self._note("restart")
 
     def _outage(self) -> None:
         if self.redis is not None:
@@ -193,6 +203,7 @@ class _Supervisor:
                 time.sleep(self.faults.outage_s)
                 db.execute("ROLLBACK")
         self.outages += 1
+        self._note("outage")
 
     def stop_all(self) -> None:
         for process in self.processes:
@@ -247,4 +258,11 @@ def run_with_faults(
     seconds = time.monotonic() - started
     killed = supervisor.processes[0]  # _collect wants a process; kills are counted here
     run = _collect(scenario, store, ledger, workdir, killed, None, supervisor.processes)
-    return FaultRun(run, supervisor.kills, supervisor.restarts, supervisor.outages, seconds)
+    return FaultRun(
+        run,
+        supervisor.kills,
+        supervisor.restarts,
+        supervisor.outages,
+        seconds,
+        supervisor.timeline,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -91,3 +92,23 @@ def test_an_unreachable_server_is_a_store_error_without_the_payload() -> None:
     assert "sk-live" not in str(caught.value)
     assert isinstance(caught.value.__cause__, redis.ConnectionError)
     store.close()
+
+
+def test_a_command_to_a_stalled_server_fails_once_within_its_timeout(prefix: str) -> None:
+    # redis-py retries ten times by default: a paused server would hold the call
+    # for ten timeouts, and every retried script would run once the server wakes.
+    with RedisServer() as server:
+        store = RedisStore(server.url, prefix=prefix, timeout_s=0.2)
+        assert store.incr("n", ttl_s=60) == 1
+        server.pause()
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreError, match="TimeoutError"):
+                store.incr("n", ttl_s=60)
+            elapsed = time.monotonic() - started
+        finally:
+            server.resume()
+        assert elapsed < 1.0
+        # The lost reply's increment ran at most once, whatever the server did with it.
+        assert store.incr("n", ttl_s=60) in (2, 3)
+        store.close()

@@ -21,6 +21,8 @@ from ._protocol import Claim, ClaimOutcome, StoreError
 
 try:
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("RedisStore needs the redis client: pip install 'toolspan[redis]'") from exc
 
@@ -52,6 +54,11 @@ class RedisStore(CheckedStore):
     return bytes: stored results are bytes, not text. ``timeout_s`` bounds each
     connect and command of a URL-made client, so an unreachable server fails the
     call (``StoreError``: writes fail closed, reads run unguarded) instead of hanging.
+    A URL-made client never retries a command on its own, and a client of your own
+    should not either: ``redis.Redis(host=...)`` retries ten times by default, which
+    stretches ``timeout_s`` tenfold and re-sends a script whose reply was lost (a
+    claim then meets itself as ``in_progress``, a counter counts twice). Build it
+    with ``retry=Retry(NoBackoff(), 0)``; the executor's result is retryable instead.
     """
 
     def __init__(
@@ -69,7 +76,10 @@ class RedisStore(CheckedStore):
         if isinstance(url_or_client, str):
             try:
                 self._client = redis.Redis.from_url(
-                    url_or_client, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+                    url_or_client,
+                    socket_timeout=timeout_s,
+                    socket_connect_timeout=timeout_s,
+                    retry=Retry(NoBackoff(), 0),
                 )
             except ValueError as exc:
                 raise ConfigurationError(f"not a redis URL: {exc}") from exc
