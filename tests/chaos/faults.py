@@ -20,6 +20,7 @@ Nothing here asserts; ``test_chaos_faults.py`` and ``bench/chaos_counts.py`` do.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -73,24 +74,36 @@ class FaultRun:
     outages: int
     seconds: float
     timeline: list[str] = field(default_factory=list)  # when each restart and outage happened
+    workdir: Path = Path()  # where the workers' reports and checkpoints are
 
     def counts(self) -> dict[str, Any]:
         counts = self.run.counts()
         statuses: dict[str, int] = {}
-        for report in self.run.reports:
-            for status, n in report["statuses"].items():
+        store_lost_seen = 0
+        for seen in self.seen():
+            store_lost_seen += seen["spans"]["store_lost"]
+            for status, n in seen["statuses"].items():
                 statuses[status] = statuses.get(status, 0) + n
         counts.update(
             kills=self.kills,
             restarts=self.restarts,
             outages=self.outages,
             refused_store_unavailable=statuses.get("store_unavailable", 0),
-            store_lost_seen=sum(report["spans"]["store_lost"] for report in self.run.reports),
+            store_lost_seen=store_lost_seen,
             unfinished=sum(report["unfinished"] for report in self.run.reports),
             timeline="; ".join(self.timeline),
             seconds=round(self.seconds, 1),
         )
         return counts
+
+    def seen(self) -> list[dict[str, Any]]:
+        """What every worker saw: its report, or for a killed one its last checkpoint."""
+        reported = {report["pid"] for report in self.run.reports}
+        killed = [
+            json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted(self.workdir.glob("tally-*.json"))
+        ]
+        return self.run.reports + [seen for seen in killed if seen["pid"] not in reported]
 
 
 class _Supervisor:
@@ -139,14 +152,15 @@ class _Supervisor:
             if now - started > horizon + 60:
                 break
             if self.faults.kill_every_s is not None:
-                if armed_at is None and now >= next_kill and self.kills < self.faults.max_kills:
-                    self.arm.write_text("kill", encoding="ascii")
-                    armed_at = now
-                elif armed_at is not None and self.marker.exists():
+                if self.marker.exists():
+                    # Whoever took the arm committed and now blocks: kill it, always
+                    # (a victim left alive would renew its lease, and hold its key, forever).
                     self._kill_and_replace()
                     armed_at, next_kill = None, time.monotonic() + self.faults.kill_every_s
-                elif armed_at is not None and now - armed_at > 5.0:
-                    self.arm.unlink(missing_ok=True)  # nobody committed: try again later
+                elif armed_at is None and now >= next_kill and self.kills < self.faults.max_kills:
+                    self.arm.write_text("kill", encoding="ascii")
+                    armed_at = now
+                elif armed_at is not None and now - armed_at > 5.0 and self._disarm():
                     armed_at, next_kill = None, now + self.faults.kill_every_s
             if restart_at and progress >= restart_at[0]:
                 restart_at.pop(0)
@@ -156,6 +170,14 @@ class _Supervisor:
                 self._outage()
             time.sleep(0.005)
         self.arm.unlink(missing_ok=True)
+
+    def _disarm(self) -> bool:
+        """Take the arm back if nobody took it yet (False: a victim is on its way)."""
+        try:
+            self.arm.unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     def _note(self, fault: str) -> None:
         """When a fault happened, for the record: seconds into the run and progress."""
@@ -265,4 +287,5 @@ def run_with_faults(
         supervisor.outages,
         seconds,
         supervisor.timeline,
+        workdir,
     )

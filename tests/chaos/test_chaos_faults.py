@@ -72,3 +72,22 @@ def test_without_faults_the_plan_runs_untouched(tmp_path: Path) -> None:
     counts = run_with_faults(scenario, Faults(), store, tmp_path / "run").counts()
     assert (counts["kills"], counts["restarts"], counts["outages"]) == (0, 0, 0)
     assert counts["side_effects"] == 20 and counts["duplicates"] == 0
+
+
+def test_a_killed_worker_still_counts_what_it_saw(tmp_path: Path) -> None:
+    # A SIGKILLed worker leaves no report, only its last checkpoint: the counts
+    # take the report where there is one and the checkpoint where there is not.
+    import json
+
+    from tests.chaos.faults import FaultRun
+
+    seen = {"statuses": {"store_unavailable": 2}, "spans": {"store_lost": 1}}
+    (tmp_path / "tally-11.json").write_text(json.dumps({"pid": 11, **seen}))
+    (tmp_path / "tally-12.json").write_text(json.dumps({"pid": 12, **seen}))
+    report = {"pid": 11, "statuses": {"store_unavailable": 5}, "spans": {"store_lost": 3}}
+
+    class _Run:
+        reports = [report]
+
+    run = FaultRun(_Run(), 0, 0, 0, 0.0, workdir=tmp_path)  # type: ignore[arg-type]
+    assert run.seen() == [report, {"pid": 12, **seen}]

@@ -16,6 +16,7 @@ import os
 import random
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -177,7 +178,7 @@ def run_worker(config: WorkerConfig, start_gate: Any = None) -> None:
     )
     if start_gate is not None:
         start_gate.wait(timeout=120)  # every worker starts at once, so shared actions race
-    tally = _work(config, executor, store)
+    tally = _work(config, executor, store, _Checkpoint(config, exporter))
     report = {
         "index": config.index,
         "pid": os.getpid(),
@@ -195,7 +196,40 @@ def run_worker(config: WorkerConfig, start_gate: Any = None) -> None:
     ledger.close()
 
 
-def _work(config: WorkerConfig, executor: Executor, store: CheckedStore) -> _Tally:
+class _Checkpoint:
+    """Writes what this worker saw so far to ``tally-<pid>.json``, twice a second.
+
+    A SIGKILLed worker writes no report; its checkpoint keeps the statuses and span
+    counts it saw (refusals during an outage, calls that saw a store loss) from
+    vanishing with it. The final report supersedes it.
+    """
+
+    def __init__(self, config: WorkerConfig, exporter: InMemorySpanExporter) -> None:
+        self.path = Path(config.report_path).with_name(f"tally-{os.getpid()}.json")
+        self.exporter = exporter
+        self.due = 0.0
+
+    def __call__(self, tally: _Tally) -> None:
+        now = time.monotonic()
+        if now < self.due:
+            return
+        self.due = now + 0.5
+        seen = {
+            "pid": os.getpid(),
+            "statuses": dict(tally.statuses),
+            "spans": _span_summary(self.exporter.get_finished_spans()),
+        }
+        staged = self.path.with_suffix(".tmp")
+        staged.write_text(json.dumps(seen), encoding="utf-8")
+        staged.replace(self.path)
+
+
+def _work(
+    config: WorkerConfig,
+    executor: Executor,
+    store: CheckedStore,
+    checkpoint: Callable[[_Tally], None] = lambda _tally: None,
+) -> _Tally:
     tally = _Tally()
     queue: deque[tuple[float, Step]] = deque((0.0, step) for step in config.steps)
     done: set[str] = set()
@@ -215,6 +249,7 @@ def _work(config: WorkerConfig, executor: Executor, store: CheckedStore) -> _Tal
         result, claim = _execute(config, executor, store, step, call_id)
         tally.statuses[result.status] += 1
         tally.claims[claim or "none"] += 1
+        checkpoint(tally)
         if result.status in RESCHEDULED:
             queue.append((time.monotonic() + config.retry_pause_s, step))
             continue
