@@ -23,6 +23,7 @@ growth against the smallest size.
 
 Usage: python bench/analyzer_bench.py [--spans 1000000] [--files 8] [--repeats 1]
        python bench/analyzer_bench.py --scale [--scale-spans 1000000,2000000,4000000]
+           [--scale-modes memory,db] [--memory-limit 512MB]
 """
 
 from __future__ import annotations
@@ -358,33 +359,35 @@ def memory_scaling(total_spans: int, n_files: int) -> list[tuple[int, float, int
     return rows
 
 
-def scale(sizes: list[int], n_files: int) -> None:
-    """Time and peak RSS of analyze per corpus size, in memory and into a
-    database file, with the growth against the smallest size."""
-    rows: dict[str, list[tuple[int, float, int]]] = {"in memory": [], "database file": []}
+def scale(sizes: list[int], n_files: int, modes: list[str]) -> None:
+    """Time (wall and CPU) and peak RSS of analyze per corpus size, in memory
+    and into a database file, with the growth against the smallest size."""
+    rows: dict[str, list[tuple[int, float, float, int]]] = {mode: [] for mode in modes}
     for spans in sizes:
         files = generate(spans, n_files)
         size_mb = sum(f.stat().st_size for f in files) / 1e6
         print(f"corpus: {spans:,} spans, {len(files)} files, {size_mb:,.0f} MB", flush=True)
         db = DATA / f"scale-{spans}.duckdb"
-        for mode, target in (("in memory", None), ("database file", db)):
+        for mode in modes:
             _remove_db(db)
-            result = run_step("analyze", files, target)
-            rows[mode].append((result["spans"], result["seconds"], result["peak_rss_mb"]))
-            print(f"  {mode}: {result['seconds']:.1f} s, {result['peak_rss_mb']} MB", flush=True)
+            result = run_step("analyze", files, db if mode == "database file" else None)
+            seconds, cpu, peak = result["seconds"], result["cpu_s"], result["peak_rss_mb"]
+            rows[mode].append((result["spans"], seconds, cpu, peak))
+            print(f"  {mode}: {seconds:.1f} s, CPU {cpu:.1f} s, {peak} MB", flush=True)
         _remove_db(db)
     limit = MEMORY_LIMIT or "the analyzer's default"
     print(f"\nanalyze, memory limit {limit}, {os.cpu_count()} CPUs (each run its own process)")
     print(
-        f"{'mode':<14} {'spans':>11} {'seconds':>8} {'peak RSS':>9}"
-        f" {'x spans':>8} {'x time':>7} {'x RSS':>6}"
+        f"{'mode':<14} {'spans':>11} {'seconds':>8} {'CPU s':>7} {'peak RSS':>9}"
+        f" {'x spans':>8} {'x time':>7} {'x CPU':>6} {'x RSS':>6}"
     )
     for mode, measured in rows.items():
-        base_spans, base_seconds, base_rss = measured[0]
-        for spans, seconds, peak in measured:
+        base_spans, base_seconds, base_cpu, base_rss = measured[0]
+        for spans, seconds, cpu, peak in measured:
             print(
-                f"{mode:<14} {spans:>11,} {seconds:>8.1f} {peak:>6} MB {spans / base_spans:>7.2f}x"
-                f" {seconds / base_seconds:>6.2f}x {peak / base_rss:>5.2f}x"
+                f"{mode:<14} {spans:>11,} {seconds:>8.1f} {cpu:>7.1f} {peak:>6} MB"
+                f" {spans / base_spans:>7.2f}x {seconds / base_seconds:>6.2f}x"
+                f" {cpu / base_cpu:>5.2f}x {peak / base_rss:>5.2f}x"
             )
 
 
@@ -399,6 +402,12 @@ def main() -> None:
     parser.add_argument("--db", default="", help=argparse.SUPPRESS)
     parser.add_argument("--scale", action="store_true", help="time and peak RSS per corpus size")
     parser.add_argument("--scale-spans", default="1000000,2000000,4000000", metavar="N,N,...")
+    parser.add_argument(
+        "--scale-modes",
+        default="memory,db",
+        metavar="MODE,...",
+        help="with --scale: memory, db or both (a 10M run may skip one)",
+    )
     parser.add_argument("--memory-limit", default="", help="the Analyzer's memory_limit")
     parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -408,13 +417,15 @@ def main() -> None:
         print(json.dumps(step(args.step, args.paths, args.db or None)))
         return
     if args.scale:
-        scale([int(n) for n in args.scale_spans.split(",")], args.files)
+        names = {"memory": "in memory", "db": "database file"}
+        modes = [names[mode] for mode in args.scale_modes.split(",")]
+        scale([int(n) for n in args.scale_spans.split(",")], args.files, modes)
         return
     files = generate(args.spans, args.files)
     size_mb = sum(f.stat().st_size for f in files) / 1e6
     print(
         f"corpus: {args.spans:,} spans, {len(files)} files, {size_mb:,.0f} MB, "
-        f"{os.cpu_count()} CPUs, DuckDB threads default, best of {args.repeats}"
+        f"{os.cpu_count()} CPUs, DuckDB threads default, best of {args.repeats} (by wall time)"
     )
     db = DATA / "bench.duckdb"
     _remove_db(db)
@@ -450,11 +461,17 @@ def main() -> None:
             results["pandas"],
         ),
     ]
-    print(f"{'step':<48} {'seconds':>8} {'vs unnest':>10} {'vs parse':>9} {'peak RSS':>9}")
+    unnest_cpu = results["unnest"]["cpu_s"]
+    print(
+        f"{'step':<48} {'seconds':>8} {'vs unnest':>10} {'vs parse':>9} {'CPU s':>7}"
+        f" {'CPU vs unnest':>14} {'peak RSS':>9}"
+    )
     for label, seconds, result in rows:
+        # pandas is scaled from a subset: its CPU time is the subset's.
+        cpu = result["cpu_s"] * seconds / result["seconds"]
         print(
             f"{label:<48} {seconds:>8.2f} {seconds / unnest:>9.2f}x {seconds / parse:>8.2f}x "
-            f"{result['peak_rss_mb']:>6} MB"
+            f"{cpu:>7.2f} {cpu / unnest_cpu:>13.2f}x {result['peak_rss_mb']:>6} MB"
         )
     print(
         f"analyze: {results['analyze']['spans']:,} spans, {results['analyze']['calls']:,} calls, "

@@ -139,22 +139,26 @@ WITH call_key AS (
 -- span around toolspan's call span) is one logical call: keep the richer span
 -- (toolspan > genai > openinference) when the two are parent and child or share
 -- the tool-call id. Three equi-joins rather than one join on an OR, which
--- DuckDB cannot hash.
+-- DuckDB cannot hash. The richness bounds (implied by strong > weak) filter
+-- each side before its hash table: with only toolspan spans no side is weak.
 dominated AS (
     SELECT weak.trace_id, weak.span_id
     FROM call_key AS weak
     JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+      AND weak.richness < 3 AND strong.richness > 1
     UNION
     SELECT weak.trace_id, weak.span_id
     FROM call_key AS weak
     JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+      AND weak.richness < 3 AND strong.richness > 1
     UNION
     SELECT weak.trace_id, weak.span_id
     FROM call_key AS weak
     JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+      AND weak.richness < 3 AND strong.richness > 1
 ),
 attempt_count AS (
     SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts
