@@ -55,6 +55,7 @@ _DERIVE_PART = ("trace_conversations", "insert_tool_calls", "insert_attempts")
 # joins' hash tables stay this size whatever the input (about 100 MB each).
 _TOOL_SPANS_PER_PART = 600_000
 _CALLS_PER_PART = 300_000
+_FINDINGS_PER_FETCH = 10_000
 # The typed read's default buffer (maximum_object_size in read_batch.sql).
 _DEFAULT_OBJECT_SIZE = 16 * 1024 * 1024
 # Bundling small files pays from about this many on.
@@ -283,9 +284,14 @@ class Analyzer:
             sql, params = _statement("summary", "findings"), []
         else:
             sql, params = _statement("summary", "findings_min_repeats"), [min_repeats]
+        cursor = self._execute(sql, params)
+        found: list[Finding] = []
         with _collector_paused():
-            rows = self._execute(sql, params).fetchall()
-            return [_finding(row) for row in rows]
+            # In chunks: the rows of every finding and their Finding objects
+            # never coexist (each finding's are ~1.5 KB of Python objects).
+            while rows := cursor.fetchmany(_FINDINGS_PER_FETCH):
+                found.extend(_finding(row) for row in rows)
+        return found
 
     def _refresh(self, *, findings: bool = False) -> None:
         """Bring the materialised rows up to date with the spans ingested so far."""
