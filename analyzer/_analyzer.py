@@ -39,9 +39,8 @@ SCHEMA_VERSION = "3"
 # file's peak follow the input up to the budget (x2.1 from 1M to 4M).
 DEFAULT_MEMORY_LIMIT = "512MB"
 # Recomputes the tool calls and attempts of the traces ingested since the last
-# refresh (derive.sql): the tool spans of all of them, then the calls and
-# attempts part by part (_DERIVE_PART); then the findings, part by part too.
-_DERIVE_TOOL_SPANS = (
+# refresh (derive.sql), then the findings.
+_DERIVE_CALLS = (
     "touched_traces",
     "forget_touched_tool_spans",
     "extract_tool_spans",
@@ -49,12 +48,12 @@ _DERIVE_TOOL_SPANS = (
     "extract_conversations",
     "forget_touched_calls",
     "forget_touched_attempts",
+    "trace_conversations",
+    "insert_tool_calls",
+    "insert_attempts",
+    "forget_pending",
 )
-_DERIVE_PART = ("trace_conversations", "insert_tool_calls", "insert_attempts")
-# About this many tool spans (calls) per part: 1M spans make one part, and the
-# joins' hash tables stay this size whatever the input (about 100 MB each).
-_TOOL_SPANS_PER_PART = 600_000
-_CALLS_PER_PART = 300_000
+_DERIVE_FINDINGS = ("forget_findings", "insert_findings")
 _FINDINGS_PER_FETCH = 10_000
 # The typed read's default buffer (maximum_object_size in read_batch.sql).
 _DEFAULT_OBJECT_SIZE = 16 * 1024 * 1024
@@ -299,25 +298,8 @@ class Analyzer:
         if not (pending or findings):
             return
         with self._transaction():
-            if pending:
-                for name in _DERIVE_TOOL_SPANS:
-                    self._execute(_statement("derive", name))
-                parts = _parts(
-                    self._derived_count("count_touched_tool_spans"), _TOOL_SPANS_PER_PART
-                )
-                for part in range(parts):
-                    self._execute(_statement("derive", "part_traces"), [parts, part])
-                    for name in _DERIVE_PART:
-                        self._execute(_statement("derive", name))
-                self._execute(_statement("derive", "forget_pending"))
-            self._execute(_statement("derive", "forget_findings"))
-            parts = _parts(self._derived_count("count_tool_calls"), _CALLS_PER_PART)
-            for part in range(parts):
-                self._execute(_statement("derive", "insert_findings"), [parts, part])
-
-    def _derived_count(self, name: str) -> int:
-        row = self._execute(_statement("derive", name)).fetchone()
-        return int(row[0]) if row else 0
+            for name in (_DERIVE_CALLS if pending else ()) + _DERIVE_FINDINGS:
+                self._execute(_statement("derive", name))
 
     def summary(self) -> dict[str, Any]:
         """The summary figures: calls, attempts, retries, statuses by tool, waits, bad lines."""
@@ -651,10 +633,6 @@ def _finding(row: tuple[Any, ...]) -> Finding:
         last_seen=last,
         detail=orjson.loads(detail) if detail else {},
     )
-
-
-def _parts(rows: int, rows_per_part: int) -> int:
-    return max(1, -(-rows // rows_per_part))
 
 
 def _batches(files: list[Path]) -> list[list[Path]]:

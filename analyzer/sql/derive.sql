@@ -17,17 +17,6 @@ CREATE OR REPLACE MACRO toolspan_side_effect(tool_name, declared, span_source) A
 CREATE OR REPLACE TEMP TABLE touched_traces AS
 SELECT DISTINCT trace_id FROM pending_traces;
 
--- name: count_touched_tool_spans
-SELECT count(*) FROM tool_span_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
-
--- name: part_traces
--- One of ? parts (hash of the trace id) of the touched traces: tool calls and
--- attempts are joined part by part, each part's hash tables a bounded size, as
--- a call depends only on its own trace's spans. One join over millions of
--- tool spans spilled, and cost 10x as much per span at 4M spans as at 1M.
-CREATE OR REPLACE TEMP TABLE part_traces AS
-SELECT trace_id FROM touched_traces WHERE hash(trace_id) % ? = ?;
-
 -- name: forget_touched_conversations
 DELETE FROM trace_conversation_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
 
@@ -132,7 +121,7 @@ DELETE FROM attempt_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces)
 CREATE OR REPLACE TEMP TABLE touched_conversations AS
 SELECT trace_id, min(conversation_id) AS conversation_id
 FROM trace_conversation_rows
-WHERE trace_id IN (SELECT trace_id FROM part_traces)
+WHERE trace_id IN (SELECT trace_id FROM touched_traces)
 GROUP BY trace_id;
 
 -- name: insert_tool_calls
@@ -144,7 +133,7 @@ WITH call_key AS (
         trace_id, span_id, parent_span_id, call_id, tool,
         CASE source WHEN 'toolspan' THEN 3 WHEN 'genai' THEN 2 ELSE 1 END AS richness
     FROM tool_span_rows
-    WHERE source <> 'attempt' AND trace_id IN (SELECT trace_id FROM part_traces)
+    WHERE source <> 'attempt' AND trace_id IN (SELECT trace_id FROM touched_traces)
 ),
 -- The same call seen by two instrumentations (e.g. Pydantic AI's execute_tool
 -- span around toolspan's call span) is one logical call: keep the richer span
@@ -174,7 +163,7 @@ dominated AS (
 attempt_count AS (
     SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts
     FROM tool_span_rows
-    WHERE source = 'attempt' AND trace_id IN (SELECT trace_id FROM part_traces)
+    WHERE source = 'attempt' AND trace_id IN (SELECT trace_id FROM touched_traces)
     GROUP BY ALL
 ),
 call AS (
@@ -188,7 +177,7 @@ call AS (
     LEFT JOIN touched_conversations AS tc USING (trace_id)
     LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
     WHERE c.source <> 'attempt'
-      AND c.trace_id IN (SELECT trace_id FROM part_traces)
+      AND c.trace_id IN (SELECT trace_id FROM touched_traces)
       AND NOT EXISTS (
         SELECT 1 FROM dominated AS d WHERE d.trace_id = c.trace_id AND d.span_id = c.span_id)
 )
@@ -215,7 +204,7 @@ SELECT
     a.status_code, a.start_time, a.end_time, a.duration_ms, a.read_back
 FROM tool_span_rows AS a
 LEFT JOIN touched_conversations AS tc USING (trace_id)
-WHERE a.source = 'attempt' AND a.trace_id IN (SELECT trace_id FROM part_traces);
+WHERE a.source = 'attempt' AND a.trace_id IN (SELECT trace_id FROM touched_traces);
 
 -- name: update_side_effects
 UPDATE tool_call_rows
@@ -224,12 +213,8 @@ SET side_effect = toolspan_side_effect(tool, side_effect_attr, source);
 -- name: forget_findings
 DELETE FROM finding_rows;
 
--- name: count_tool_calls
-SELECT count(*) FROM tool_call_rows;
-
 -- name: insert_findings
--- One part of the findings (see toolspan_findings): parts, part.
-INSERT INTO finding_rows SELECT * FROM toolspan_findings(3, parts := ?, part := ?);
+INSERT INTO finding_rows SELECT * FROM toolspan_findings(3);
 
 -- name: forget_pending
 DELETE FROM pending_traces;

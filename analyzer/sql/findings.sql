@@ -1,12 +1,7 @@
 -- name: findings_macro
 -- Every finding, for a given minimum number of repeats (loops only). One row
 -- per finding; detail is JSON text. See docs/analyzer.md for the exact rules.
--- parts and part select one part of the findings: those of the conversations
--- (idempotency keys, for idempotency_conflict) whose hash falls in the part.
--- Every rule groups within one conversation (or one key), so the parts
--- together are exactly the findings of one whole pass; the refresh computes
--- them part by part so that a part's hash tables stay a bounded size.
-CREATE OR REPLACE MACRO toolspan_findings(min_repeats, parts := 1, part := 0) AS TABLE
+CREATE OR REPLACE MACRO toolspan_findings(min_repeats) AS TABLE
 -- Each rule scans tool_calls itself: a shared CTE would be materialised with
 -- every column of every call.
 WITH
@@ -16,7 +11,6 @@ WITH
 repeated_key AS (
     SELECT conversation_id, tool, args_fingerprint, answer
     FROM tool_calls
-    WHERE hash(conversation_id) % parts = part
     GROUP BY ALL
     HAVING count(*) >= min_repeats
 ),
@@ -39,7 +33,6 @@ loop_group AS (
        AND k.tool IS NOT DISTINCT FROM c.tool
        AND k.args_fingerprint IS NOT DISTINCT FROM c.args_fingerprint
        AND k.answer IS NOT DISTINCT FROM c.answer
-    WHERE hash(c.conversation_id) % parts = part
     GROUP BY conversation_id, tool, args_fingerprint, answer
 ),
 loop AS (
@@ -94,7 +87,6 @@ duplicate_write AS (
         )::VARCHAR AS detail
     FROM tool_calls
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
-      AND hash(conversation_id) % parts = part
     GROUP BY
         conversation_id, idempotency_key,
         CASE WHEN idempotency_key IS NULL THEN tool END,
@@ -122,7 +114,7 @@ idempotency_conflict AS (
                 idempotency_key, count(DISTINCT args_fingerprint))
         )::VARCHAR AS detail
     FROM tool_calls
-    WHERE idempotency_key IS NOT NULL AND hash(idempotency_key) % parts = part
+    WHERE idempotency_key IS NOT NULL
     GROUP BY idempotency_key
     HAVING count(DISTINCT args_fingerprint) > 1
 ),
@@ -151,7 +143,6 @@ unsafe_retry AS (
         )::VARCHAR AS detail
     FROM tool_calls AS c
     WHERE c.side_effect = 'write' AND c.idempotency_key IS NULL AND c.attempts > 1
-      AND hash(c.conversation_id) % parts = part
       -- A repeat is safe only when the tool's read-back showed the effect absent
       -- after the attempt before it (toolspan.read_back = 'absent').
       AND EXISTS (
@@ -169,7 +160,7 @@ churned_key AS (
     SELECT conversation_id, request_id, tool, args_fingerprint
     FROM tool_calls
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
-      AND idempotency_key IS NOT NULL AND hash(conversation_id) % parts = part
+      AND idempotency_key IS NOT NULL
     GROUP BY ALL
     HAVING count(DISTINCT idempotency_key) >= 2
 ),
@@ -197,7 +188,6 @@ key_churn AS (
        AND k.tool IS NOT DISTINCT FROM c.tool
        AND k.args_fingerprint IS NOT DISTINCT FROM c.args_fingerprint
     WHERE c.side_effect = 'write' AND c.status = 'succeeded' AND NOT c.replayed
-      AND hash(c.conversation_id) % parts = part
     GROUP BY c.conversation_id, c.request_id, c.tool, c.args_fingerprint
 ),
 -- write_after_unknown: a write whose outcome was unknown (it may have
@@ -208,7 +198,6 @@ unknown_write AS (
            error_code, arguments, start_time, end_time
     FROM tool_calls
     WHERE side_effect = 'write' AND error_code IN ('unknown_outcome', 'timeout', 'connection_error')
-      AND hash(conversation_id) % parts = part
 ),
 unread_repeat AS (
     SELECT
@@ -221,7 +210,6 @@ unread_repeat AS (
        AND r.args_fingerprint IS NOT DISTINCT FROM u.args_fingerprint
        AND r.start_time >= u.end_time
     WHERE r.attempts >= 1 AND NOT r.replayed AND r.read_back IS NULL
-      AND hash(r.conversation_id) % parts = part
       AND NOT (r.trace_id = u.trace_id AND r.span_id = u.span_id)
 ),
 repeat_group AS (
@@ -296,7 +284,7 @@ retried_permanent AS (
             ON p.trace_id = a.trace_id AND p.call_span_id = a.call_span_id
         GROUP BY ALL
     ) AS o ON o.trace_id = c.trace_id AND o.call_span_id = c.span_id
-    WHERE c.attempts >= 2 AND hash(c.conversation_id) % parts = part
+    WHERE c.attempts >= 2
 ),
 -- parallel_write: writes on one resource (toolspan.resource.key) whose time
 -- ranges overlap in one conversation: they race.
@@ -304,7 +292,6 @@ resource_write AS (
     SELECT trace_id, span_id, conversation_id, resource_key, tool, start_time, end_time
     FROM tool_calls
     WHERE side_effect = 'write' AND attempts >= 1 AND resource_key IS NOT NULL
-      AND hash(conversation_id) % parts = part
 ),
 overlapping_write AS (
     SELECT DISTINCT a.*

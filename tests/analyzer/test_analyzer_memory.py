@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from toolspan.analyzer import FINDING_KINDS, Analyzer, AnalyzerError, _analyzer
+from toolspan.analyzer import Analyzer, AnalyzerError
 from toolspan.analyzer._analyzer import DEFAULT_MEMORY_LIMIT
 from toolspan.cli import main
-
-from .retry_traces import write_retry_traces
 
 T0_NS = 1_767_225_600_000_000_000
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -146,30 +144,3 @@ def test_past_its_memory_limit_duckdb_spills_to_the_temp_directory(tmp_path: Pat
     assert bounded == unbounded
     assert bounded[0] == 3000 * 12
     assert len(bounded[2]) == 4 * 3000, "four loops per conversation"
-
-
-def _everything(directory: Path) -> tuple[object, ...]:
-    with Analyzer() as az:
-        az.ingest([directory])
-        findings = [f.to_json() for f in az.findings()]
-        calls = az.query("SELECT * FROM tool_calls ORDER BY ALL").rows
-        attempts = az.query("SELECT * FROM attempts ORDER BY ALL").rows
-        return az.summary(), findings, calls, attempts
-
-
-def test_the_refresh_in_parts_finds_exactly_what_one_pass_finds(
-    scenario: dict[str, object],
-    tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The two labelled corpora hold every finding kind between them.
-    retry = write_retry_traces(tmp_path_factory.mktemp("retry"))
-    directories = [Path(str(scenario["dir"])), Path(str(retry["dir"]))]
-    whole = [_everything(directory) for directory in directories]
-    # A handful of tool spans and calls per part: many parts, most of several traces.
-    monkeypatch.setattr(_analyzer, "_TOOL_SPANS_PER_PART", 5)
-    monkeypatch.setattr(_analyzer, "_CALLS_PER_PART", 3)
-    parts = [_everything(directory) for directory in directories]
-    assert parts == whole
-    kinds = {f["kind"] for _, findings, _, _ in whole for f in findings}  # type: ignore[attr-defined]
-    assert kinds == set(FINDING_KINDS)
