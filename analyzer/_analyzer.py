@@ -236,6 +236,12 @@ class Analyzer:
         except duckdb.Error as exc:
             raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
 
+    def spilled_bytes(self) -> int:
+        """Bytes DuckDB keeps in its temp directory now: for an in-memory
+        database, its own blocks once it outgrew the memory limit."""
+        row = self._execute(_statement("session", "spilled_bytes")).fetchone()
+        return int(row[0]) if row else 0
+
     # -- SQL -------------------------------------------------------------------
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> QueryResult:

@@ -173,6 +173,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             if write_tools:
                 az.set_write_tools(write_tools)
             _report(az.ingest(args.paths, strict=args.strict, progress=_progress))
+            _advise_a_file(az, args)
             summary = az.summary()
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:
@@ -239,6 +240,7 @@ def run_sql(args: argparse.Namespace) -> int:
         with Analyzer(args.db, read_only=read_only, **_memory(args)) as az:
             if args.paths:
                 _report(az.ingest(args.paths, strict=args.strict, progress=_progress))
+                _advise_a_file(az, args)
             result = az.query(args.query)
     except AnalyzerError as exc:
         return _error(str(exc))
@@ -298,6 +300,19 @@ def _report(report: IngestReport) -> None:
         print(f"{bad.path}:{bad.line}: skipped: {bad.reason}", file=sys.stderr)
     if report.skipped_files:
         _progress(f"{report.skipped_files} file(s) already ingested, skipped")
+
+
+def _advise_a_file(az: Analyzer, args: argparse.Namespace) -> None:
+    """Say when an in-memory database outgrew --memory-limit: it still works,
+    spilling to disk, but each later scan reads the spilled blocks back."""
+    spilled = az.spilled_bytes() if args.db is None else 0
+    if spilled:
+        _progress(
+            f"the in-memory database outgrew --memory-limit {args.memory_limit} and "
+            f"spilled {spilled / 1e6:,.0f} MB to its temp directory; for input this size "
+            "use --db FILE (kept compressed on disk, and analysed again without "
+            "reading the traces) or raise --memory-limit"
+        )
 
 
 def _error(message: str) -> int:

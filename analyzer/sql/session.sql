@@ -13,3 +13,8 @@ COMMIT;
 
 -- name: rollback
 ROLLBACK;
+
+-- name: spilled_bytes
+-- What DuckDB holds in its temp directory now: for an in-memory database, its
+-- own blocks once it outgrew the memory limit.
+SELECT coalesce(sum(temporary_storage_bytes), 0) FROM duckdb_memory();

@@ -144,3 +144,20 @@ def test_past_its_memory_limit_duckdb_spills_to_the_temp_directory(tmp_path: Pat
     assert bounded == unbounded
     assert bounded[0] == 3000 * 12
     assert len(bounded[2]) == 4 * 3000, "four loops per conversation"
+
+
+def test_the_cli_says_when_an_in_memory_database_outgrew_its_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces = tmp_path / "bulky.jsonl"
+    _bulky_traces(traces, conversations=3000)
+    spill = str(tmp_path / "spill")
+    small = ["--memory-limit", "200MB", "--temp-directory", spill, "--format", "json"]
+    assert main(["analyze", str(traces), *small]) == 0
+    advice = capsys.readouterr().err
+    assert "the in-memory database outgrew --memory-limit 200MB and spilled" in advice
+    assert "use --db FILE" in advice
+    # Into a file, or in memory within the limit: nothing to advise.
+    assert main(["analyze", str(traces), *small, "--db", str(tmp_path / "t.duckdb")]) == 0
+    assert main(["sql", "SELECT count(*) FROM spans", str(SAMPLES / "agent_run")]) == 0
+    assert "outgrew" not in capsys.readouterr().err
