@@ -215,12 +215,14 @@ _ZEROS_AFTER_POINT = r"^0\.0*"
 _PLUS_EXPONENT = r"e+\1"
 # Where ClickHouse's JSON strings differ from orjson's: it escapes U+2028 and
 # U+2029 (orjson writes them as they are), and writes \u001F where orjson
-# writes \u001f. (A text that spells out a backslash and "u001F" itself would
-# be changed too; no tool argument does that.)
-_JSON_STRING_FIXES = (
-    ("\\u2028", "\u2028"),
-    ("\\u2029", "\u2029"),
-    *((f"\\u00{code:02X}", f"\\u00{code:02x}") for code in range(0x0A, 0x20) if code % 16 > 9),
+# writes \u001f. The first two are kept out of toJSONString (the text is split
+# at them and they are put back as they are): replacing "\u2028" in its output
+# also hit an escaped backslash followed by the character. (A text that spells
+# out a backslash and "u001F" itself would still be changed; no tool argument
+# does that.)
+_LINE_SEPARATORS = ("\u2028", "\u2029")
+_JSON_STRING_FIXES = tuple(
+    (f"\\u00{code:02X}", f"\\u00{code:02x}") for code in range(0x0A, 0x20) if code % 16 > 9
 )
 
 
@@ -256,7 +258,27 @@ def _canonical_value(raw: str, depth: int) -> str:
 
 
 def _json_string_sql(value: str) -> str:
-    escaped = f"toJSONString({value})"
+    plain = _escaped_sql(f"toJSONString({value})")
+    # The text between line separators, escaped without its quotes, joined
+    # again by the separators themselves.
+    inner = "substring(j, 2, length(j) - 2)"
+    pieces = f"arrayMap(j -> {_escaped_sql(inner)}, arrayMap(x -> toJSONString(x), {{parts}}))"
+    second = (
+        f"arrayStringConcat({pieces.format(parts=_split_sql('a', 1))}, {_sql(_LINE_SEPARATORS[1])})"
+    )
+    first = (
+        f"arrayStringConcat(arrayMap(a -> {second}, {_split_sql(value, 0)}), "
+        f"{_sql(_LINE_SEPARATORS[0])})"
+    )
+    separated = " OR ".join(f"position({value}, {_sql(sep)}) > 0" for sep in _LINE_SEPARATORS)
+    return f"if({separated}, concat('\"', {first}, '\"'), {plain})"
+
+
+def _split_sql(value: str, which: int) -> str:
+    return f"splitByString({_sql(_LINE_SEPARATORS[which])}, {value})"
+
+
+def _escaped_sql(escaped: str) -> str:
     for written, wanted in _JSON_STRING_FIXES:
         escaped = f"replaceAll({escaped}, {_sql(written)}, {_sql(wanted)})"
     return escaped
