@@ -5,8 +5,20 @@ span and one attempt span with the same attributes) through one SDK
 ``TracerProvider`` + ``BatchSpanProcessor`` whose exporter discards
 everything, so only the on-thread cost is compared:
 
-* ``floor``: the two spans made by hand, attributes precomputed: the least
-  any instrumentation with these spans can cost;
+* ``floor``: the two spans made by hand, attribute values precomputed: the
+  least any instrumentation with these spans can cost. What is known before
+  the tool runs goes in at the start; what only its outcome tells (the
+  call's status, attempts, wait and result hash; the attempt's outcome and
+  retry delay) is set after it returns, in one ``set_attributes`` per span;
+  the attempt span is made current with ``context.attach``/``detach``, the
+  API's cheapest way, and the OK status is one prebuilt ``Status``;
+* ``floor, outcome at start``: the floor this benchmark had until 0.1's
+  performance work, kept for comparison: every attribute, the outcome's too,
+  passed to ``start_span``, and ``trace.use_span`` around the tool. No
+  instrumentation can do the first (the result hash is not known before the
+  result), which made that floor cheaper than any real one by one
+  ``set_attributes`` per span (~2-3 us); ``use_span``'s context manager made it
+  ~1 us dearer than a direct attach. Both corrected above;
 * ``tenacity``: ``tenacity.Retrying`` (what people use today) around the same
   hand-made spans;
 * ``executor``: ``toolspan.tracer.Executor.execute`` with JSON Schema
@@ -38,12 +50,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tenacity
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -53,7 +66,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode, Tracer
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from toolspan import tracer as tracer_package
 from toolspan.tracer import (
@@ -118,12 +131,45 @@ class DiscardingExporter(SpanExporter):
         return None
 
 
+# The attributes only the outcome tells (set once the tool returned).
+CALL_OUTCOME = (
+    "toolspan.status",
+    "toolspan.retryable",
+    "toolspan.attempts",
+    "toolspan.total_wait_s",
+    "toolspan.idempotency.replayed",
+    "toolspan.result.hash",
+)
+ATTEMPT_OUTCOME = ("toolspan.attempt.outcome", "toolspan.retry.delay_s")
+STATUS_OK = Status(StatusCode.OK)
+
+
 @dataclass(frozen=True)
 class SpanShapes:
-    """The attributes the executor puts on its two spans, to copy by hand."""
+    """The attributes the executor puts on its two spans, to copy by hand:
+    all of them, and split into those known at the start and the outcome's."""
 
     call: dict[str, Any]
     attempt: dict[str, Any]
+
+    @staticmethod
+    def _split(attributes: dict[str, Any], outcome: Sequence[str]) -> tuple[dict[str, Any], ...]:
+        assert set(outcome) <= set(attributes), sorted(set(outcome) - set(attributes))
+        start = {k: v for k, v in attributes.items() if k not in outcome}
+        return start, {k: attributes[k] for k in outcome}
+
+    def __post_init__(self) -> None:
+        call_start, call_end = self._split(self.call, CALL_OUTCOME)
+        attempt_start, attempt_end = self._split(self.attempt, ATTEMPT_OUTCOME)
+        object.__setattr__(self, "call_start", call_start)
+        object.__setattr__(self, "call_end", call_end)
+        object.__setattr__(self, "attempt_start", attempt_start)
+        object.__setattr__(self, "attempt_end", attempt_end)
+
+    call_start: dict[str, Any] = field(init=False)
+    call_end: dict[str, Any] = field(init=False)
+    attempt_start: dict[str, Any] = field(init=False)
+    attempt_end: dict[str, Any] = field(init=False)
 
 
 def executor_span_shapes() -> SpanShapes:
@@ -145,7 +191,31 @@ def read_tool(fn: Callable[..., Any] = get_dock_status) -> Tool:
 
 
 def floor_call(tracer: Tracer, shapes: SpanShapes) -> Any:
-    """The same two spans, by hand, with precomputed attributes."""
+    """The same two spans, by hand, with precomputed attributes: the outcome's
+    after the tool returned, as any instrumentation must."""
+    call_span = tracer.start_span(
+        f"execute_tool {TOOL}", kind=SpanKind.INTERNAL, attributes=shapes.call_start
+    )
+    parent = trace.set_span_in_context(call_span)
+    attempt_span = tracer.start_span(
+        f"attempt 1 {TOOL}", context=parent, kind=SpanKind.INTERNAL, attributes=shapes.attempt_start
+    )
+    token = otel_context.attach(trace.set_span_in_context(attempt_span, parent))
+    try:
+        data = get_dock_status(**ARGUMENTS)
+    finally:
+        otel_context.detach(token)
+    attempt_span.set_attributes(shapes.attempt_end)
+    attempt_span.set_status(STATUS_OK)
+    attempt_span.end()
+    call_span.set_attributes(shapes.call_end)
+    call_span.set_status(STATUS_OK)
+    call_span.end()
+    return data
+
+
+def outcome_at_start_floor_call(tracer: Tracer, shapes: SpanShapes) -> Any:
+    """The earlier floor: every attribute at the start, ``use_span`` around the tool."""
     call_span = tracer.start_span(
         f"execute_tool {TOOL}", kind=SpanKind.INTERNAL, attributes=shapes.call
     )
@@ -177,7 +247,7 @@ def tenacity_call(tracer: Tracer, shapes: SpanShapes) -> Any:
         reraise=True,
     )
     call_span = tracer.start_span(
-        f"execute_tool {TOOL}", kind=SpanKind.INTERNAL, attributes=shapes.call
+        f"execute_tool {TOOL}", kind=SpanKind.INTERNAL, attributes=shapes.call_start
     )
     context = trace.set_span_in_context(call_span)
     data = None
@@ -188,18 +258,22 @@ def tenacity_call(tracer: Tracer, shapes: SpanShapes) -> Any:
                 f"attempt {number} {TOOL}",
                 context=context,
                 kind=SpanKind.INTERNAL,
-                attributes=shapes.attempt,
+                attributes=shapes.attempt_start,
             )
+            token = otel_context.attach(trace.set_span_in_context(attempt_span, context))
             try:
-                with trace.use_span(attempt_span, end_on_exit=False):
-                    data = get_dock_status(**ARGUMENTS)
+                data = get_dock_status(**ARGUMENTS)
             except ToolError as exc:
                 attempt_span.set_status(StatusCode.ERROR, exc.message)
                 attempt_span.end()
                 raise
-            attempt_span.set_status(StatusCode.OK)
+            finally:
+                otel_context.detach(token)
+            attempt_span.set_attributes(shapes.attempt_end)
+            attempt_span.set_status(STATUS_OK)
             attempt_span.end()
-    call_span.set_status(StatusCode.OK)
+    call_span.set_attributes(shapes.call_end)
+    call_span.set_status(STATUS_OK)
     call_span.end()
     return data
 
@@ -257,6 +331,9 @@ def build_variants(
     async def async_floor() -> Any:
         return floor_call(tracer, shapes)
 
+    async def async_outcome_at_start_floor() -> Any:
+        return outcome_at_start_floor_call(tracer, shapes)
+
     sdk_call, completion = openai_objects()
     declarations = Declarations.from_tools(executor.tools.values())
 
@@ -289,11 +366,20 @@ def build_variants(
 
     return [
         variant("floor", lambda n: per_call_us(lambda: floor_call(tracer, shapes), n)),
+        variant(
+            "floor, outcome at start",
+            lambda n: per_call_us(lambda: outcome_at_start_floor_call(tracer, shapes), n),
+        ),
         variant("tenacity", lambda n: per_call_us(lambda: tenacity_call(tracer, shapes), n)),
         variant("executor", lambda n: per_call_us(lambda: executor.execute(CALL), n)),
         variant("executor, JSON text", lambda n: per_call_us(lambda: executor(json_call), n)),
         variant("executor, no tracer", lambda n: per_call_us(lambda: untraced(CALL), n)),
         variant("async floor", lambda n: per_call_us_async(loop, async_floor, n), "async floor"),
+        variant(
+            "async floor, outcome at start",
+            lambda n: per_call_us_async(loop, async_outcome_at_start_floor, n),
+            "async floor",
+        ),
         variant(
             "async executor",
             lambda n: per_call_us_async(loop, lambda: async_executor.execute(CALL), n),
@@ -375,11 +461,20 @@ def report(variants: list[Variant], iterations: int, repeats: int) -> None:
         f"Python {sys.version.split()[0]}, opentelemetry-sdk + BatchSpanProcessor "
         f"(discarding exporter); {iterations} calls x {repeats} repeats, median {clock}"
     )
-    print(f"{'variant':<22} {'us/call':>9} {'min..max':>15} {'x floor':>8}")
+    print(f"{'variant':<30} {'us/call':>9} {'min..max':>15} {'x floor':>8}")
     for item in variants:
         spread = f"{min(item.samples):.1f}..{max(item.samples):.1f}"
         ratio = medians[item.label] / medians[item.floor]
-        print(f"{item.label:<22} {medians[item.label]:>9.1f} {spread:>15} {ratio:>7.2f}x")
+        print(f"{item.label:<30} {medians[item.label]:>9.1f} {spread:>15} {ratio:>7.2f}x")
+    earlier, async_earlier = (
+        medians["floor, outcome at start"],
+        medians["async floor, outcome at start"],
+    )
+    print(
+        f"against the earlier floors (outcome at start): executor "
+        f"{medians['executor'] / earlier:.2f}x, async executor "
+        f"{medians['async executor'] / async_earlier:.2f}x"
+    )
 
 
 def profile(iterations: int) -> None:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import orjson
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, TracerProvider
 
 from . import _attributes as attr
@@ -183,7 +184,7 @@ class Run:
     fn: Callable[..., Any]
     asking: int
     attempt_span: Span
-    context_token: object
+    context_token: contextvars.Token[Context]
     call_token: contextvars.Token[ToolCall | None]
 
 
@@ -234,6 +235,10 @@ class Core:
         }
         self.spans = SpanWriter(tracer_provider, span_clock)
         self.redactor = redactor or Redactor()
+        # The arguments' redaction, bound once; a subclass keeps its own ``value``.
+        self._redact_arguments: Callable[[dict[str, Any]], Any] = (
+            self.redactor.arguments if type(self.redactor) is Redactor else self.redactor.value
+        )
         self.hash_key = hash_key.encode() if isinstance(hash_key, str) else hash_key
         if max_result_bytes < 64:
             raise ConfigurationError("max_result_bytes must be at least 64")
@@ -257,7 +262,7 @@ class Core:
             span = self.spans.start_call(call, base_attributes(call, None), None)
             return self._refused(span, call, None, "unknown_tool", f"no tool named {call.name!r}")
         arguments, problem = parse_arguments(declared, call.arguments)
-        args_bytes = canonical_json(self.redactor.value(arguments))
+        args_bytes = canonical_json(self._redact_arguments(arguments))
         hash_key = self.hash_key
         if hash_key is None:
             args_hash = _sha256(args_bytes).digest().hex()  # faster than hexdigest()

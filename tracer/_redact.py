@@ -355,6 +355,10 @@ class Redactor:
             self._name_value_pair(mapping, redacted)
         return redacted
 
+    # A redacted copy of a call's arguments: :meth:`value` for the dict every
+    # call has, without the type dispatch or another frame (the hot path).
+    arguments = _mapping
+
     def _name_value_pair(self, mapping: dict[Any, Any], redacted: dict[Any, Any]) -> None:
         # [{"name": "DB_PASSWORD", "value": "..."}]: environment lists, header
         # lists and attribute lists name the secret beside its value.

@@ -7,6 +7,8 @@ every failing field without echoing values (they may be secrets).
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,6 +29,9 @@ SideEffect = Literal["none", "write"]
 # which keeps validation to a few microseconds on the success path; the
 # reference ``jsonschema`` library explains failures field by field.
 _Validator = Callable[[Any], Any]
+# A quicker first look at the arguments for the schemas most tools declare
+# (see ``_acceptor``): True means valid; False means "ask the validator".
+_Acceptor = Callable[[dict[str, Any]], bool]
 
 
 def _compile(schema: Mapping[str, Any] | None, what: str, name: str) -> _Validator | None:
@@ -78,6 +83,7 @@ class Tool:
     service: str = ""
     span_attributes: Mapping[str, str | bool | int | float] | None = None
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
+    _accept_args: _Acceptor | None = field(init=False, repr=False, compare=False)
     _check_result: _Validator | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -102,6 +108,7 @@ class Tool:
         if self.parameters is None:
             object.__setattr__(self, "parameters", schema_from_signature(self.fn))
         object.__setattr__(self, "_check_args", _compile(self.parameters, "parameters", self.name))
+        object.__setattr__(self, "_accept_args", _acceptor(self.parameters))
         object.__setattr__(self, "_check_result", _compile(self.result_schema, "result", self.name))
 
     @property
@@ -246,10 +253,12 @@ def parse_arguments(
             return arguments, problem
     check = declared._check_args
     if check is not None:
-        try:
-            check(arguments)
-        except Exception:
-            return arguments, explain_schema_errors(declared.parameters or {}, arguments)
+        accept = declared._accept_args
+        if accept is None or not accept(arguments):
+            try:
+                check(arguments)
+            except Exception:
+                return arguments, explain_schema_errors(declared.parameters or {}, arguments)
     return arguments, None
 
 
@@ -277,6 +286,119 @@ def _arguments_as_dict(raw: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(raw, Mapping):
         return {}, f"arguments must be a JSON object, not {type(raw).__name__}"
     return dict(raw), None
+
+
+# -- the quick accept -------------------------------------------------------------
+
+# Keywords that never change a verdict.
+_ANNOTATIONS = frozenset({"title", "description", "examples", "$comment"})
+_OBJECT_KEYWORDS = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties"}
+_PROPERTY_KEYWORDS = _ANNOTATIONS | {"type", "minLength", "maxLength", "minimum", "maximum", "enum"}
+_STRING, _BOOLEAN, _INTEGER, _NUMBER, _ONE_OF = range(5)
+_NUMBER_KINDS = {"integer": _INTEGER, "number": _NUMBER}
+_Rule = tuple[int, Any, Any, frozenset[str]]
+_NO_CHOICES: frozenset[str] = frozenset()
+
+
+def _acceptor(schema: Mapping[str, Any] | None) -> _Acceptor | None:
+    """A check that can only say "valid", for a flat object schema of plain fields.
+
+    Most tool schemas are an object of strings, booleans and numbers with
+    length and range limits, string enums, ``required`` and
+    ``additionalProperties: false``. For those this check accepts valid
+    arguments in half the validator's time, while anything it is not sure of
+    (a keyword outside that set, a value of another exact type, NaN) goes to
+    the validator, which decides and explains; so the verdict is always the
+    validator's. ``None`` when the schema uses anything else: defaults (the
+    validator fills them in), patterns, formats, nested schemas, type lists.
+    """
+    if (
+        schema is None
+        or schema.get("type") != "object"
+        or not _OBJECT_KEYWORDS.issuperset(schema)
+        or type(schema.get("additionalProperties", True)) is not bool
+    ):
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return None
+    if not all(isinstance(name, str) for name in required):
+        return None
+    rules: dict[str, _Rule] = {}
+    for name, rule_schema in properties.items():
+        rule = _property_rule(rule_schema)
+        if rule is None:
+            return None
+        rules[name] = rule
+    return _accept_with(rules, tuple(required), schema.get("additionalProperties") is False)
+
+
+def _property_rule(schema: Any) -> _Rule | None:
+    """``(kind, low, high, choices)`` for one property, or ``None`` when not plain."""
+    if not isinstance(schema, Mapping) or not _PROPERTY_KEYWORDS.issuperset(schema):
+        return None
+    kind = schema.get("type")
+    if kind is not None and type(kind) is not str:
+        return None  # a list of types
+    lengths = "minLength" in schema or "maxLength" in schema
+    ranges = "minimum" in schema or "maximum" in schema
+    if "enum" in schema:
+        choices = schema["enum"]
+        if kind not in (None, "string") or lengths or ranges or not isinstance(choices, list):
+            return None
+        if not choices or not all(type(choice) is str for choice in choices):
+            return None
+        return _ONE_OF, None, None, frozenset(choices)
+    if kind == "string" and not ranges:
+        low, high = schema.get("minLength", 0), schema.get("maxLength", sys.maxsize)
+        if type(low) is not int or type(high) is not int:
+            return None
+        return _STRING, low, high, _NO_CHOICES
+    if kind == "boolean" and not lengths and not ranges:
+        return _BOOLEAN, None, None, _NO_CHOICES
+    if kind in _NUMBER_KINDS and not lengths:
+        low, high = schema.get("minimum", -math.inf), schema.get("maximum", math.inf)
+        if type(low) not in (int, float) or type(high) not in (int, float):
+            return None
+        if math.isnan(low) or math.isnan(high):
+            return None
+        return _NUMBER_KINDS[kind], low, high, _NO_CHOICES
+    return None
+
+
+def _accept_with(rules: dict[str, _Rule], required: tuple[str, ...], closed: bool) -> _Acceptor:
+    def accept(arguments: dict[str, Any]) -> bool:
+        for name in required:
+            if name not in arguments:
+                return False
+        for key, value in arguments.items():
+            rule = rules.get(key)
+            if rule is None:
+                if closed:
+                    return False
+                continue
+            kind, low, high, choices = rule
+            # Exact types only: a subclass, a Decimal or an integral float is
+            # for the validator to judge. Chained comparisons are False for NaN.
+            of = type(value)
+            if kind == _STRING:
+                if of is not str or not low <= len(value) <= high:
+                    return False
+            elif kind == _BOOLEAN:
+                if of is not bool:
+                    return False
+            elif kind == _INTEGER:
+                if of is not int or not low <= value <= high:
+                    return False
+            elif kind == _NUMBER:
+                if (of is not int and of is not float) or not low <= value <= high:
+                    return False
+            elif of is not str or value not in choices:
+                return False
+        return True
+
+    return accept
 
 
 def explain_schema_errors(schema: Mapping[str, Any], instance: Any) -> str:
