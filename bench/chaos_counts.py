@@ -72,13 +72,13 @@ def promised(store: str, persistence: str, honours_keys: bool, detect: bool) -> 
     return detect or honours_keys
 
 
-def parse_faults(text: str, detect: bool, max_kills: int = 20) -> Faults:
+def parse_faults(text: str, detect: bool, max_kills: int = 20, kill_every_s: float = 1.0) -> Faults:
     names = {"kills", "restarts", "outages"} if text == "all" else set(text.split(",")) - {"none"}
     unknown = names - {"kills", "restarts", "outages"}
     if unknown:
         raise SystemExit(f"unknown faults: {', '.join(sorted(unknown))}")
     return Faults(
-        kill_every_s=1.0 if "kills" in names else None,
+        kill_every_s=kill_every_s if "kills" in names else None,
         max_kills=max_kills,
         restarts=1 if "restarts" in names else 0,
         outages=1 if "outages" in names else 0,
@@ -97,7 +97,7 @@ def run_row(
         replans_per_worker=max(15, args.actions // args.workers // 4),
         deadline_s=1800.0,
     )
-    faults = parse_faults(args.faults, detect, args.max_kills)
+    faults = parse_faults(args.faults, detect, args.max_kills, args.kill_every)
     where = workdir / f"{store}-{persistence}-{honours_keys}-{detect}"
     if store == "sqlite":
         where.mkdir(parents=True)
@@ -141,6 +141,9 @@ def main() -> None:
         default=20,
         help="kills per run at most (a replacement "
         "re-runs its whole plan, so without a cap a long run may never end)",
+    )
+    parser.add_argument(
+        "--kill-every", type=float, default=1.0, help="seconds between kills (about)"
     )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
