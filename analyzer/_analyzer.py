@@ -34,10 +34,13 @@ SCHEMA_VERSION = "3"
 # operators (joins, sorts, aggregates, the in-memory database itself) spill to
 # the temp directory instead, so memory is bounded by the setting, not the input.
 # Peak RSS is about this plus 200-500 MB DuckDB allocates outside its buffer
-# manager (read buffers, the allocator's free lists). 512MB binds already at 1M
-# spans: 1M to 4M then grow the peak by under 1.5x, where 2GB let a database
-# file's peak follow the input up to the budget (x2.1 from 1M to 4M).
+# manager (read buffers, the allocator's free lists). Into a database file,
+# 512MB binds already at 1M spans: 1M to 4M then grow the peak by under 1.5x,
+# where 2GB let the peak follow the input up to the budget (x2.1 from 1M to 4M).
 DEFAULT_MEMORY_LIMIT = "512MB"
+# An in-memory database is itself held under the limit: at 512MB it spilled
+# from 1M spans on, costing a third more CPU. 2GB holds about 2M spans.
+DEFAULT_IN_MEMORY_LIMIT = "2GB"
 # Recomputes the tool calls and attempts of the traces ingested since the last
 # refresh (derive.sql), then the findings.
 _DERIVE_CALLS = (
@@ -126,7 +129,7 @@ class Analyzer:
         db_path: str | os.PathLike[str] | None = None,
         *,
         read_only: bool = False,
-        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        memory_limit: str | None = None,
         temp_directory: str | os.PathLike[str] | None = None,
     ):
         target = ":memory:" if db_path is None else os.fspath(db_path)
@@ -134,6 +137,9 @@ class Analyzer:
             raise DatabaseError("an in-memory database cannot be opened read-only")
         self._scratch_owned = db_path is None and temp_directory is None
         self._scratch = _spill_directory(db_path, temp_directory)
+        if memory_limit is None:
+            memory_limit = DEFAULT_IN_MEMORY_LIMIT if db_path is None else DEFAULT_MEMORY_LIMIT
+        self._memory_limit = memory_limit
         try:
             self._con = duckdb.connect(
                 target,
@@ -235,6 +241,12 @@ class Analyzer:
             return self._con.execute(sql, list(params))
         except duckdb.Error as exc:
             raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+
+    @property
+    def memory_limit(self) -> str:
+        """The memory limit given, or the default: ``DEFAULT_MEMORY_LIMIT``
+        (512MB) into a database file, ``DEFAULT_IN_MEMORY_LIMIT`` (2GB) in memory."""
+        return self._memory_limit
 
     def spilled_bytes(self) -> int:
         """Bytes DuckDB keeps in its temp directory now: for an in-memory

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import _clickhouse, _render
-from ._analyzer import DEFAULT_MEMORY_LIMIT, Analyzer
+from ._analyzer import DEFAULT_IN_MEMORY_LIMIT, DEFAULT_MEMORY_LIMIT, Analyzer
 from ._errors import AnalyzerError
 from ._model import DEFAULT_MIN_REPEATS, FINDING_KINDS, Finding, IngestReport, QueryResult
 
@@ -121,9 +121,12 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="FILE", help="DuckDB database file (default: in memory)")
     parser.add_argument(
         "--memory-limit",
-        default=DEFAULT_MEMORY_LIMIT,
+        default=None,
         metavar="SIZE",
-        help=f"DuckDB's memory budget; beyond it, work spills to disk ({DEFAULT_MEMORY_LIMIT})",
+        help=(
+            "DuckDB's memory budget; beyond it, work spills to disk "
+            f"({DEFAULT_MEMORY_LIMIT} with --db, else {DEFAULT_IN_MEMORY_LIMIT})"
+        ),
     )
     parser.add_argument(
         "--temp-directory",
@@ -308,7 +311,7 @@ def _advise_a_file(az: Analyzer, args: argparse.Namespace) -> None:
     spilled = az.spilled_bytes() if args.db is None else 0
     if spilled:
         _progress(
-            f"the in-memory database outgrew --memory-limit {args.memory_limit} and "
+            f"the in-memory database outgrew --memory-limit {az.memory_limit} and "
             f"spilled {spilled / 1e6:,.0f} MB to its temp directory; for input this size "
             "use --db FILE (kept compressed on disk, and analysed again without "
             "reading the traces) or raise --memory-limit"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from toolspan.analyzer import Analyzer, AnalyzerError
-from toolspan.analyzer._analyzer import DEFAULT_MEMORY_LIMIT
+from toolspan.analyzer._analyzer import DEFAULT_IN_MEMORY_LIMIT, DEFAULT_MEMORY_LIMIT
 from toolspan.cli import main
 
 T0_NS = 1_767_225_600_000_000_000
@@ -34,15 +34,22 @@ def test_the_memory_limit_and_spill_directory_reach_duckdb(tmp_path: Path) -> No
     assert directory == str(spill)
 
 
-def test_the_default_is_a_fixed_budget_and_an_in_memory_database_spills_privately() -> None:
+def test_the_default_is_a_fixed_budget_and_an_in_memory_database_spills_privately(
+    tmp_path: Path,
+) -> None:
     with Analyzer() as az:
         limit, directory = _settings(az)
         assert Path(directory).is_dir()
         assert Path(directory).name.startswith("toolspan-spill-")
-    with Analyzer(memory_limit=DEFAULT_MEMORY_LIMIT) as same:
+        assert az.memory_limit == DEFAULT_IN_MEMORY_LIMIT
+    with Analyzer(memory_limit=DEFAULT_IN_MEMORY_LIMIT) as same:
         assert _settings(same)[0] == limit
+    with Analyzer(tmp_path / "t.duckdb") as into_a_file:
+        file_limit = _settings(into_a_file)[0]
+        assert into_a_file.memory_limit == DEFAULT_MEMORY_LIMIT
     # Not DuckDB's 80% of the machine's RAM: the budget does not follow the host.
-    assert limit == "488.2 MiB"
+    # An in-memory database holds the spans themselves under its limit.
+    assert (limit, file_limit) == ("1.8 GiB", "488.2 MiB")
     assert not Path(directory).exists()  # removed on close
 
 
