@@ -62,6 +62,19 @@ loop AS (
 ),
 -- duplicate_write: a write that executed successfully more than once for the
 -- same logical action (same idempotency key, else same tool and arguments).
+-- Like loops, the repeated actions are found first, on narrow rows: a list
+-- with ORDER BY is an ordered aggregate, which buffers every row of its group
+-- in memory, and over every write of a 10M-span corpus that did not fit 512MB.
+duplicate_key AS (
+    SELECT
+        conversation_id, idempotency_key,
+        CASE WHEN idempotency_key IS NULL THEN tool END AS action_tool,
+        CASE WHEN idempotency_key IS NULL THEN args_fingerprint END AS action_args
+    FROM tool_calls
+    WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
+    GROUP BY ALL
+    HAVING count(*) >= 2
+),
 duplicate_write AS (
     SELECT
         'duplicate_write' AS kind, conversation_id,
@@ -85,13 +98,18 @@ duplicate_write AS (
                         || 'use the same shared idempotency store'
                 END)
         )::VARCHAR AS detail
-    FROM tool_calls
+    FROM tool_calls AS c
+    SEMI JOIN duplicate_key AS k
+        ON k.conversation_id = c.conversation_id
+       AND k.idempotency_key IS NOT DISTINCT FROM c.idempotency_key
+       AND k.action_tool IS NOT DISTINCT FROM CASE WHEN c.idempotency_key IS NULL THEN c.tool END
+       AND k.action_args IS NOT DISTINCT FROM
+           CASE WHEN c.idempotency_key IS NULL THEN c.args_fingerprint END
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
     GROUP BY
         conversation_id, idempotency_key,
         CASE WHEN idempotency_key IS NULL THEN tool END,
         CASE WHEN idempotency_key IS NULL THEN args_fingerprint END
-    HAVING count(*) >= 2
 ),
 -- idempotency_conflict: one key used with different argument fingerprints.
 idempotency_conflict AS (
