@@ -149,7 +149,7 @@ class Run:
         "error",
         "fn",
         "keeper",
-        "policy",
+        "plan",
         "safe_to_repeat",
         "span",
         "started_at",
@@ -178,7 +178,7 @@ class Run:
     args_hash: str
     span: Span
     started_at: float
-    policy: RetryPolicy
+    plan: _Plan
     base_attributes: dict[str, Any]
     safe_to_repeat: bool
     fn: Callable[..., Any]
@@ -186,6 +186,34 @@ class Run:
     attempt_span: Span
     context_token: contextvars.Token[Context]
     call_token: contextvars.Token[ToolCall | None]
+
+
+class _Plan:
+    """What every call of one tool shares, decided once when the executor is built,
+    so that a call looks its tool up once and finds each answer ready."""
+
+    __slots__ = (
+        "always_safe",
+        "keyed_safe",
+        "keys_resources",
+        "policy",
+        "schema_version",
+        "service",
+        "tool",
+    )
+
+    def __init__(self, declared: Tool, core: Core) -> None:
+        self.tool = declared
+        # Per-tool retryable codes make a policy of their own.
+        codes = declared.retryable_codes
+        self.policy = core.policy if codes is None else core.policy.with_codes(codes)
+        self.schema_version = declared.schema_version
+        # Recorded on the call span when a budget or breaker keeps state per service.
+        self.service = declared.service if core._per_service else None
+        self.keys_resources = declared.resource_key is not None
+        # Reads are always safe to repeat; an idempotent write when its call has a key.
+        self.always_safe = declared.side_effect != "write"
+        self.keyed_safe = declared.idempotent
 
 
 class Core:
@@ -227,12 +255,8 @@ class Core:
                 raise ConfigurationError(f"tool {declared.name!r} is declared twice")
             self.tools[declared.name] = declared
         self.policy = policy or RetryPolicy()
-        # Per-tool policies are built once, not per call.
-        self._policies = {
-            name: self.policy.with_codes(declared.retryable_codes)
-            for name, declared in self.tools.items()
-            if declared.retryable_codes is not None
-        }
+        # What every call of a tool shares is decided here, once per tool.
+        self._plans = {name: _Plan(declared, self) for name, declared in self.tools.items()}
         self.spans = SpanWriter(tracer_provider, span_clock)
         self.redactor = redactor or Redactor()
         # The arguments' redaction, bound once; a subclass keeps its own ``value``.
@@ -257,42 +281,36 @@ class Core:
     def begin(self, run: Run) -> Action:
         """Validate the call and open its span, then admit it."""
         call = run.call
-        declared = self.tools.get(call.name)
-        if declared is None:
+        plan = self._plans.get(call.name)
+        if plan is None:
             span = self.spans.start_call(call, base_attributes(call, None), None)
             return self._refused(span, call, None, "unknown_tool", f"no tool named {call.name!r}")
+        declared = plan.tool
         arguments, problem = parse_arguments(declared, call.arguments)
         args_bytes = canonical_json(self._redact_arguments(arguments))
         hash_key = self.hash_key
         if hash_key is None:
-            args_hash = _sha256(args_bytes).digest().hex()  # faster than hexdigest()
+            args_hash = _sha256(args_bytes).hexdigest()
         else:
             raw_bytes = canonical_json(arguments) if hash_key else args_bytes
             args_hash = digest(raw_bytes, hash_key)
         base = base_attributes(call, declared)
-        if declared.resource_key is not None and problem is None:
+        if plan.keys_resources and problem is None:
             resource = resource_of(declared, arguments)
             if resource is not None:
                 base[attr.RESOURCE_KEY] = self.redactor.text(resource)
         run.span = self.spans.start_call(
-            call,
-            base,
-            args_bytes.decode(),
-            args_hash,
-            declared.schema_version,
-            declared.service if self._per_service else None,
+            call, base, args_bytes.decode(), args_hash, plan.schema_version, plan.service
         )
         if problem is not None:
             return self._refused(run.span, call, declared, "invalid_arguments", problem)
         run.tool = declared
+        run.plan = plan
         run.arguments = arguments
         run.args_hash = args_hash
         run.started_at = self.clock()
-        run.policy = self._policies.get(call.name, self.policy)
         run.base_attributes = base
-        run.safe_to_repeat = declared.side_effect != "write" or (
-            declared.idempotent and bool(call.idempotency_key)
-        )
+        run.safe_to_repeat = plan.always_safe or (plan.keyed_safe and bool(call.idempotency_key))
         if self.safeguards is None:
             return self._start_attempt(run)
         return self._admit(self.safeguards, run)
@@ -333,7 +351,7 @@ class Core:
             raise exc  # a programming error propagates, after both spans recorded it
         run.error = error
         if run.admission is not None:
-            self._report(run, failed=error.code in run.policy.retryable_codes)
+            self._report(run, failed=error.code in run.plan.policy.retryable_codes)
         if (
             not run.safe_to_repeat
             and run.tool.read_back is not None
@@ -416,7 +434,7 @@ class Core:
                 return self._finish_ok(run, read_back, reconciled=True)
             # The effect is absent: running the write once more is safe.
             run.safe_to_repeat = verdict == "absent"
-        decision = run.policy.decide(
+        decision = run.plan.policy.decide(
             error,
             attempt=run.attempt,
             total_wait_s=run.total_wait_s,

@@ -175,7 +175,7 @@ def package(value: Any, max_bytes: int) -> tuple[Any, bytes, str, bool, str]:
     value itself, or a valid-UTF-8 preview of its JSON when over ``max_bytes``.
     """
     encoded = canonical_json(value)
-    result_hash = hashlib.sha256(encoded).digest().hex()  # faster than hexdigest()
+    result_hash = hashlib.sha256(encoded).hexdigest()
     if len(encoded) <= max_bytes:
         return value, encoded, result_hash, False, "ok"
     # Cut on a UTF-8 character boundary so the preview stays valid text.

@@ -54,6 +54,25 @@ def base_attributes(call: ToolCall, declared: Tool | None) -> dict[str, Any]:
     return base
 
 
+def _final_attributes(result: ToolResult, result_hash: str | None) -> dict[str, Any]:
+    """What every call span records of its result, successful or not (a
+    failure's error code, HTTP status, retry-after and ``next`` come on top)."""
+    final: dict[str, Any] = {
+        attr.STATUS: result.status,
+        attr.RETRYABLE: result.retryable,
+        attr.ATTEMPTS: result.attempts,
+        attr.TOTAL_WAIT_S: result.total_wait_s,
+        attr.IDEMPOTENCY_REPLAYED: result.replayed,
+    }
+    if result_hash is not None:
+        final[attr.RESULT_HASH] = result_hash
+    if result.truncated:
+        final[attr.RESULT_TRUNCATED] = True
+    if result.reconciled:
+        final[attr.RECONCILED] = True
+    return final
+
+
 class SpanWriter:
     """Starts and ends the call and attempt spans.
 
@@ -113,15 +132,7 @@ class SpanWriter:
         http_status: int | None = None,
     ) -> None:
         """Record the final result on the call span and end it."""
-        final: dict[str, Any] = {
-            attr.STATUS: result.status,
-            attr.RETRYABLE: result.retryable,
-            attr.ATTEMPTS: result.attempts,
-            attr.TOTAL_WAIT_S: result.total_wait_s,
-            attr.IDEMPOTENCY_REPLAYED: result.replayed,
-        }
-        if result_hash is not None:
-            final[attr.RESULT_HASH] = result_hash
+        final = _final_attributes(result, result_hash)
         if result.error_code is not None:
             final[attr.ERROR_CODE] = result.error_code
             final[attr.ERROR_TYPE] = result.error_code
@@ -129,10 +140,6 @@ class SpanWriter:
             final[attr.HTTP_STATUS_CODE] = http_status
         if result.retry_after_s is not None:
             final[attr.RETRY_AFTER_S] = result.retry_after_s
-        if result.truncated:
-            final[attr.RESULT_TRUNCATED] = True
-        if result.reconciled:
-            final[attr.RECONCILED] = True
         if result.next is not None and result.next.tools:
             final[attr.NEXT_TOOLS] = list(result.next.tools)
         span.set_attributes(final)
@@ -145,20 +152,8 @@ class SpanWriter:
 
     def call_succeeded(self, span: Span, result: ToolResult, result_hash: str) -> None:
         """:meth:`close_call` for a success, the hot path: a success has no error
-        code, HTTP status, retry-after or ``next``, so only its flags are checked."""
-        final: dict[str, Any] = {
-            attr.STATUS: result.status,
-            attr.RETRYABLE: result.retryable,
-            attr.ATTEMPTS: result.attempts,
-            attr.TOTAL_WAIT_S: result.total_wait_s,
-            attr.IDEMPOTENCY_REPLAYED: result.replayed,
-            attr.RESULT_HASH: result_hash,
-        }
-        if result.truncated:
-            final[attr.RESULT_TRUNCATED] = True
-        if result.reconciled:
-            final[attr.RECONCILED] = True
-        span.set_attributes(final)
+        code, HTTP status, retry-after or ``next``."""
+        span.set_attributes(_final_attributes(result, result_hash))
         span.set_status(_STATUS_OK)
         clock = self._clock
         span.end(end_time=None if clock is None else clock())
