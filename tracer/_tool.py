@@ -294,10 +294,12 @@ def _arguments_as_dict(raw: Any) -> tuple[dict[str, Any], str | None]:
 _ANNOTATIONS = frozenset({"title", "description", "examples", "$comment"})
 _OBJECT_KEYWORDS = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties"}
 _PROPERTY_KEYWORDS = _ANNOTATIONS | {"type", "minLength", "maxLength", "minimum", "maximum", "enum"}
-_STRING, _BOOLEAN, _INTEGER, _NUMBER, _ONE_OF = range(5)
-_NUMBER_KINDS = {"integer": _INTEGER, "number": _NUMBER}
-_Rule = tuple[int, Any, Any, frozenset[str]]
-_NO_CHOICES: frozenset[str] = frozenset()
+# A property's rule: ``(exact type, low, high, choices, sized)``. A value of
+# exactly that type passes (an int too where the type is float: JSON's
+# "number"), is one of ``choices`` when there are choices, and lies within
+# ``low..high`` (its length when ``sized``) when there are limits.
+_Rule = tuple[type, Any, Any, frozenset[str] | None, bool]
+_NUMBER_TYPES: dict[str, type] = {"integer": int, "number": float}
 
 
 def _acceptor(schema: Mapping[str, Any] | None) -> _Acceptor | None:
@@ -335,7 +337,7 @@ def _acceptor(schema: Mapping[str, Any] | None) -> _Acceptor | None:
 
 
 def _property_rule(schema: Any) -> _Rule | None:
-    """``(kind, low, high, choices)`` for one property, or ``None`` when not plain."""
+    """The :data:`_Rule` of one property, or ``None`` when it is not plain."""
     if not isinstance(schema, Mapping) or not _PROPERTY_KEYWORDS.issuperset(schema):
         return None
     kind = schema.get("type")
@@ -349,21 +351,24 @@ def _property_rule(schema: Any) -> _Rule | None:
             return None
         if not choices or not all(type(choice) is str for choice in choices):
             return None
-        return _ONE_OF, None, None, frozenset(choices)
+        return str, None, None, frozenset(choices), False
     if kind == "string" and not ranges:
+        if not lengths:
+            return str, None, None, None, False
         low, high = schema.get("minLength", 0), schema.get("maxLength", sys.maxsize)
         if type(low) is not int or type(high) is not int:
             return None
-        return _STRING, low, high, _NO_CHOICES
+        return str, low, high, None, True
     if kind == "boolean" and not lengths and not ranges:
-        return _BOOLEAN, None, None, _NO_CHOICES
-    if kind in _NUMBER_KINDS and not lengths:
+        return bool, None, None, None, False
+    if kind in _NUMBER_TYPES and not lengths:
+        # Always bounded (by infinities at most), so that NaN goes to the validator.
         low, high = schema.get("minimum", -math.inf), schema.get("maximum", math.inf)
         if type(low) not in (int, float) or type(high) not in (int, float):
             return None
         if math.isnan(low) or math.isnan(high):
             return None
-        return _NUMBER_KINDS[kind], low, high, _NO_CHOICES
+        return _NUMBER_TYPES[kind], low, high, None, False
     return None
 
 
@@ -378,23 +383,16 @@ def _accept_with(rules: dict[str, _Rule], required: tuple[str, ...], closed: boo
                 if closed:
                     return False
                 continue
-            kind, low, high, choices = rule
+            exact, low, high, choices, sized = rule
             # Exact types only: a subclass, a Decimal or an integral float is
             # for the validator to judge. Chained comparisons are False for NaN.
             of = type(value)
-            if kind == _STRING:
-                if of is not str or not low <= len(value) <= high:
+            if of is not exact and (exact is not float or of is not int):
+                return False
+            if choices is not None:
+                if value not in choices:
                     return False
-            elif kind == _BOOLEAN:
-                if of is not bool:
-                    return False
-            elif kind == _INTEGER:
-                if of is not int or not low <= value <= high:
-                    return False
-            elif kind == _NUMBER:
-                if (of is not int and of is not float) or not low <= value <= high:
-                    return False
-            elif of is not str or value not in choices:
+            elif low is not None and not low <= (len(value) if sized else value) <= high:
                 return False
         return True
 
