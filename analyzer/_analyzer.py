@@ -423,6 +423,7 @@ class Analyzer:
         self._execute(_statement("read_batch", "or_null_macro"))
         self._execute(_statement("read_batch", "read_batch_macro"))
         self._execute(_statement("ingest", "span_ok_macro"))
+        self._execute(_statement("ingest", "keys_ok_macro"))
         empty = scratch / "empty.jsonl"
         empty.touch()
         self._execute(_statement("ingest", "create_stage"), [[str(empty)]])

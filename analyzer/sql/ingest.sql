@@ -31,24 +31,41 @@ DROP TABLE IF EXISTS stage;
 -- Files whose spans lack a valid trace or span id, have an attribute without
 -- a key or the same key twice, or a time out of range: re-read line by line to
 -- report the exact lines and spans.
+-- The keys are checked once per distinct list of keys in a file, not per span
+-- in the typed read: a batch holds a handful of key lists, and list_unique on
+-- every span cost more than this whole statement (bench/analyzer_bench.py).
 SELECT DISTINCT source_file
-FROM stage
-WHERE has_span AND NOT toolspan_span_ok(trace_id, span_id, attribute_keys_ok, times_ok);
+FROM (
+    SELECT
+        source_file,
+        attribute_kv.keys AS keys,
+        bool_and(toolspan_span_ok(trace_id, span_id, true, times_ok)) AS spans_ok
+    FROM stage
+    WHERE has_span
+    GROUP BY source_file, keys
+)
+WHERE NOT (spans_ok AND toolspan_keys_ok(keys));
 
 -- name: span_ok_macro
 -- The checks of the typed read that the line checker (_inputs.py) repeats.
-CREATE OR REPLACE TEMP MACRO toolspan_span_ok(trace_id, span_id, attribute_keys_ok, times_ok) AS
+CREATE OR REPLACE TEMP MACRO toolspan_span_ok(trace_id, span_id, keys_ok, times_ok) AS
     coalesce(regexp_full_match(trace_id, '[0-9a-f]{32}'), false)
     AND coalesce(regexp_full_match(span_id, '[0-9a-f]{16}'), false)
-    AND attribute_keys_ok
+    AND keys_ok
     AND coalesce(times_ok, false);
+
+-- name: keys_ok_macro
+-- False when an attribute key is NULL or repeated (list_unique counts the
+-- distinct non-NULL keys); true for a span without attributes.
+CREATE OR REPLACE TEMP MACRO toolspan_keys_ok(keys) AS
+    list_unique(keys) IS NOT DISTINCT FROM len(keys);
 
 -- name: unstage_bad_spans
 -- The invalid spans of a line staged unchecked (too deeply nested for the line
 -- checker); returns how many were removed.
 DELETE FROM stage
 WHERE source_file = ? AND has_span
-  AND NOT toolspan_span_ok(trace_id, span_id, attribute_keys_ok, times_ok)
+  AND NOT toolspan_span_ok(trace_id, span_id, toolspan_keys_ok(attribute_kv.keys), times_ok)
 RETURNING 1;
 
 -- name: file_counts

@@ -71,11 +71,6 @@ span AS (
         generate_subscripts(_or_null(scope_spans.spans), 1) AS span_no
     FROM scope
 ),
--- The keys once: both the stored keys and the key check use them.
-keyed AS (
-    SELECT *, list_transform(s.attributes, lambda a: a.key) AS attribute_keys
-    FROM span
-)
 SELECT
     lower(s.traceId) AS trace_id,
     lower(s.spanId) AS span_id,
@@ -102,18 +97,15 @@ SELECT
     -- Kept as parallel lists of keys and texts: building a MAP costs more than
     -- the whole typed read, so the spans view builds it only for the rows it
     -- returns, and lookups (_attribute) are a list_position. NULL and duplicate
-    -- keys are flagged by attribute_keys_ok for suspect_files (ingest.sql).
+    -- keys are found by suspect_files (ingest.sql).
     {
-        'keys': attribute_keys,
+        'keys': list_transform(s.attributes, lambda a: a.key),
         'vals': list_transform(s.attributes, lambda a: coalesce(
             a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
             a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR))
     } AS attribute_kv,
-    -- False when a key is NULL or repeated (list_unique counts distinct non-NULL
-    -- keys); checked here, while the keys are at hand, for suspect_files.
-    list_unique(attribute_keys) IS NOT DISTINCT FROM len(attribute_keys) AS attribute_keys_ok,
     source_file,
     -- The first row of every request: counting them counts the lines read.
     resource_no = 1 AND scope_no = 1 AND span_no = 1 AS first_of_line,
     s IS NOT NULL AS has_span
-FROM keyed;
+FROM span;
