@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.chaos.fake_service import ArmedKill, Ledger
-from tests.chaos.scenario import ChaosRun, Scenario, _collect, plan
+from tests.chaos.scenario import ChaosRun, Scenario, _collect, worker_configs
 from tests.chaos.worker import StoreLocation, WorkerConfig, run_worker
 from tests.redis_server import RedisServer
 
@@ -254,24 +254,16 @@ def run_with_faults(
     workdir.mkdir(parents=True, exist_ok=True)
     ledger = Ledger.create(workdir / "ledger.db")
     supervisor = _Supervisor(scenario, faults, store, workdir, redis)
-    configs = [
-        WorkerConfig(
-            index=index,
-            steps=steps,
-            store=store,
-            ledger_path=ledger.path,
-            honours_keys=scenario.honours_keys,
-            report_path=str(workdir / f"report-{index}.json"),
-            lease_s=scenario.lease_s,
-            deadline_s=scenario.deadline_s,
-            armed_kill=ArmedKill(str(supervisor.arm), str(supervisor.marker))
-            if faults.kill_every_s is not None
-            else None,
-            detect_store_loss=faults.detect_store_loss,
-            store_timeout_s=0.5,
-        )
-        for index, steps in enumerate(plan(scenario))
-    ]
+    armed = ArmedKill(str(supervisor.arm), str(supervisor.marker))
+    configs = worker_configs(
+        scenario,
+        store,
+        ledger,
+        workdir,
+        armed_kill=armed if faults.kill_every_s is not None else None,
+        detect_store_loss=faults.detect_store_loss,
+        store_timeout_s=0.5,
+    )
     started = time.monotonic()
     try:
         supervisor.run(configs)

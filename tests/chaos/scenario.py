@@ -14,14 +14,14 @@ import random
 import signal
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tests.chaos.fake_service import COMMITTING_FAULTS, KillSwitch, Ledger
 from tests.chaos.worker import Step, StoreLocation, WorkerConfig, run_worker
 
-__all__ = ["ChaosRun", "Scenario", "plan", "run_scenario"]
+__all__ = ["ChaosRun", "Scenario", "plan", "run_scenario", "worker_configs"]
 
 _MARKER_TIMEOUT_S = 60.0
 
@@ -138,12 +138,11 @@ class ChaosRun:
         }
 
 
-def run_scenario(scenario: Scenario, store: StoreLocation, workdir: Path) -> ChaosRun:
-    """Run every worker to the end, SIGKILLing the one that commits the kill order first."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger.create(workdir / "ledger.db")
-    marker = workdir / "committed-then-blocked.pid"
-    configs = [
+def worker_configs(
+    scenario: Scenario, store: StoreLocation, ledger: Ledger, workdir: Path, **options: Any
+) -> list[WorkerConfig]:
+    """One config per planned worker; ``options`` are the run's extra `WorkerConfig` fields."""
+    return [
         WorkerConfig(
             index=index,
             steps=steps,
@@ -153,10 +152,20 @@ def run_scenario(scenario: Scenario, store: StoreLocation, workdir: Path) -> Cha
             report_path=str(workdir / f"report-{index}.json"),
             lease_s=scenario.lease_s,
             deadline_s=scenario.deadline_s,
-            kill_switch=KillSwitch(scenario.kill_order, str(marker)),
+            **options,
         )
         for index, steps in enumerate(plan(scenario))
     ]
+
+
+def run_scenario(scenario: Scenario, store: StoreLocation, workdir: Path) -> ChaosRun:
+    """Run every worker to the end, SIGKILLing the one that commits the kill order first."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    ledger = Ledger.create(workdir / "ledger.db")
+    marker = workdir / "committed-then-blocked.pid"
+    configs = worker_configs(
+        scenario, store, ledger, workdir, kill_switch=KillSwitch(scenario.kill_order, str(marker))
+    )
     context = multiprocessing.get_context("spawn")
     gate = context.Barrier(len(configs) + 1)
     processes = [context.Process(target=run_worker, args=(c, gate)) for c in configs]
@@ -196,15 +205,11 @@ def _kill_blocked_worker(processes: list[Any], marker: Path) -> tuple[Any, int |
 
 
 def _replacement(victim: WorkerConfig, workdir: Path) -> WorkerConfig:
-    return WorkerConfig(
-        index=victim.index,
-        steps=victim.steps,
-        store=victim.store,
-        ledger_path=victim.ledger_path,
-        honours_keys=victim.honours_keys,
+    # The same plan, its own report, and no kill switch: it is not killed again.
+    return replace(
+        victim,
         report_path=str(workdir / f"report-{victim.index}-replacement.json"),
-        lease_s=victim.lease_s,
-        deadline_s=victim.deadline_s,
+        kill_switch=None,
     )
 
 
