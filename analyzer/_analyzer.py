@@ -29,7 +29,7 @@ Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 # DuckDB's own default is 80% of the machine's RAM; past this budget its
 # operators (joins, sorts, aggregates, the in-memory database itself) spill to
 # the temp directory instead, so memory is bounded by the setting, not the input.
@@ -427,14 +427,14 @@ class Analyzer:
         empty = scratch / "empty.jsonl"
         empty.touch()
         self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
+        self._execute(_statement("ingest", "check_stage_macro"))
         # Cut-off .zst files read "fine" up to the cut: send them the slow way,
         # which keeps the lines before the cut and reports the damage.
         cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
         failed = self._read_into_stage([p for p in batch if p not in cut_off], scratch)
         failed += cut_off
-        suspects = {
-            Path(row[0]) for row in self._execute(_statement("ingest", "suspect_files")).fetchall()
-        }
+        suspects, failed_again = self._check_stage()
+        failed += failed_again
         for suspect in suspects:
             self._execute(_statement("ingest", "unstage_file"), [str(suspect)])
         slow_lines: dict[Path, int] = {}
@@ -443,6 +443,28 @@ class Analyzer:
             slow_lines[path], file_bad = self._stage_slowly(path, scratch / str(len(slow_lines)))
             bad.extend(file_bad)
         return slow_lines, bad
+
+    def _check_stage(self) -> tuple[set[Path], list[Path]]:
+        """The staged files to read line by line (suspect), and those that failed
+        the typed read again. A file whose ids are not all lowercase hex is read
+        again with its ids lowercased (not every file: lowercasing every id cost
+        more than this check), then checked again."""
+        rows = self._execute(_statement("ingest", "check_stage")).fetchall()
+        suspects = {
+            Path(path) for path, to_lowercase, suspect in rows if suspect and not to_lowercase
+        }
+        mixed_case = [Path(path) for path, to_lowercase, _ in rows if to_lowercase]
+        if not mixed_case:
+            return suspects, []
+        for path in mixed_case:
+            self._execute(_statement("ingest", "unstage_file"), [str(path)])
+        failed = self._read_files(mixed_case, slow=True)
+        again = self._execute(
+            _statement("ingest", "check_staged_files"),
+            [[str(path) for path in mixed_case if path not in failed]],
+        ).fetchall()
+        suspects.update(Path(path) for path, _, suspect in again if suspect)
+        return suspects, failed
 
     def _stage_slowly(self, path: Path, scratch: Path) -> tuple[int, list[BadLine]]:
         """Stage the valid spans of one file read line by line; (lines, bad lines)."""
@@ -469,7 +491,7 @@ class Analyzer:
         still rejects (a repeated key, a shape it alone checks) are found by
         halving the copy, so one such line costs O(log n) reads, not the file."""
         try:
-            self._insert_stage([copy], longest=longest)
+            self._insert_stage([copy], longest=longest, slow=True)
         except _UNREADABLE_FILE_ERRORS as exc:
             if len(kept) == 1:
                 self._stage_rejected_line(path, copy, kept[0][0], exc, bad)
@@ -489,7 +511,7 @@ class Analyzer:
             retry = copy.with_name(copy.name + ".normalised.jsonl")
             retry.write_bytes(again + b"\n")
             try:
-                self._insert_stage([retry], longest=len(again) + 1)
+                self._insert_stage([retry], longest=len(again) + 1, slow=True)
             except _UNREADABLE_FILE_ERRORS:
                 pass
             else:
@@ -505,7 +527,7 @@ class Analyzer:
         alone = scratch / f"line-{number}.jsonl"
         alone.write_bytes(raw if raw.endswith(b"\n") else raw + b"\n")
         try:
-            self._insert_stage([alone], longest=len(raw) + 1)
+            self._insert_stage([alone], longest=len(raw) + 1, slow=True)
         except _UNREADABLE_FILE_ERRORS as exc:
             bad.append(
                 BadLine(str(path), number, f"not readable as OTLP/JSON: {_reader_error(exc)}")
@@ -551,18 +573,18 @@ class Analyzer:
             failed += self._read_files(left_out)
         return failed
 
-    def _read_files(self, batch: list[Path]) -> list[Path]:
+    def _read_files(self, batch: list[Path], *, slow: bool = False) -> list[Path]:
         if not batch:
             return []
         try:
-            self._insert_stage(batch)
+            self._insert_stage(batch, slow=slow)
             return []
         except duckdb.Error:
             pass  # find the file(s) at fault
         failed: list[Path] = []
         for path in batch:
             try:
-                self._insert_stage([path])
+                self._insert_stage([path], slow=slow)
             except _UNREADABLE_FILE_ERRORS:
                 failed.append(path)
             except duckdb.Error as exc:
@@ -570,10 +592,13 @@ class Analyzer:
                 raise DatabaseError(f"reading {path}: {type(exc).__name__}: {exc}") from exc
         return failed
 
-    def _insert_stage(self, files: list[Path], *, longest: int = 0) -> None:
+    def _insert_stage(self, files: list[Path], *, longest: int = 0, slow: bool = False) -> None:
+        """The typed read of ``files`` into the stage; ``slow`` for the slow paths'
+        reads (ids lowercased, each span with its own key list, read_batch.sql)."""
         names = [str(f) for f in files]
         if longest <= _DEFAULT_OBJECT_SIZE:
-            self._con.execute(_statement("ingest", "insert_stage"), [names])
+            name = "insert_slow_stage" if slow else "insert_stage"
+            self._con.execute(_statement("ingest", name), [names])
         else:
             # A buffer for the longest line (bounded by _inputs.MAX_LINE_BYTES).
             size = longest + 1024
@@ -584,16 +609,27 @@ class Analyzer:
         return {str(path): (int(lines), int(spans)) for path, lines, spans in rows}
 
     def _commit_batch(self, read: _BatchRead) -> None:
-        duplicates = self._execute(_statement("ingest", "duplicate_spans")).fetchone()
-        if duplicates and duplicates[0]:
-            self._execute(_statement("ingest", "deduplicate_stage"))
         try:
             with self._transaction():
+                self._remember_attribute_shapes()
+                duplicates = self._execute(_statement("ingest", "duplicate_spans")).fetchone()
+                if duplicates and duplicates[0]:
+                    self._execute(_statement("ingest", "deduplicate_stage"))
                 for name in ("insert_spans", "remember_pending_traces"):
                     self._execute(_statement("ingest", name))
                 self._remember_files(read)
         finally:
             self._con.execute(_statement("ingest", "drop_stage"))
+
+    def _remember_attribute_shapes(self) -> None:
+        """Store the batch's new lists of attribute keys (spans hold their hash)."""
+        collisions = self._execute(_statement("ingest", "shape_collisions")).fetchall()
+        if collisions:
+            raise DatabaseError(
+                f"{len(collisions)} different lists of attribute keys have the same hash "
+                f"({collisions[0][0]}): this batch cannot be stored; please report it"
+            )
+        self._execute(_statement("ingest", "remember_attribute_shapes"))
 
     def _remember_files(self, read: _BatchRead) -> None:
         batch, counts, lines, bad = read

@@ -29,9 +29,10 @@ WITH conversation_span AS (
     SELECT
         trace_id, span_id,
         coalesce(
-            _attribute(attribute_kv, 'gen_ai.conversation.id'),
-            _attribute(attribute_kv, 'session.id')) AS conversation_id
+            _attribute(attribute_keys, attribute_vals, 'gen_ai.conversation.id'),
+            _attribute(attribute_keys, attribute_vals, 'session.id')) AS conversation_id
     FROM span_rows
+    LEFT JOIN attribute_key_list USING (attribute_shape)
     WHERE trace_id IN (SELECT trace_id FROM touched_traces)
 )
 SELECT trace_id, span_id, conversation_id
@@ -49,18 +50,19 @@ INSERT INTO tool_span_rows
 WITH tool_span_list AS (
     SELECT *
     FROM span_rows
+    LEFT JOIN attribute_key_list USING (attribute_shape)
     WHERE trace_id IN (SELECT trace_id FROM touched_traces)
       AND (
-        _attribute(attribute_kv, 'toolspan.attempt') IS NOT NULL
-        OR _attribute(attribute_kv, 'gen_ai.operation.name') = 'execute_tool'
+        _attribute(attribute_keys, attribute_vals, 'toolspan.attempt') IS NOT NULL
+        OR _attribute(attribute_keys, attribute_vals, 'gen_ai.operation.name') = 'execute_tool'
         OR starts_with(name, 'execute_tool')
-        OR _attribute(attribute_kv, 'openinference.span.kind') = 'TOOL')
+        OR _attribute(attribute_keys, attribute_vals, 'openinference.span.kind') = 'TOOL')
 ),
 tool_span AS (
     SELECT
         *,
-        coalesce(_attribute(attribute_kv, 'gen_ai.tool.call.arguments'), _attribute(attribute_kv, 'input.value')) AS arguments_text,
-        coalesce(_attribute(attribute_kv, 'gen_ai.tool.call.result'), _attribute(attribute_kv, 'output.value')) AS result_text
+        coalesce(_attribute(attribute_keys, attribute_vals, 'gen_ai.tool.call.arguments'), _attribute(attribute_keys, attribute_vals, 'input.value')) AS arguments_text,
+        coalesce(_attribute(attribute_keys, attribute_vals, 'gen_ai.tool.call.result'), _attribute(attribute_keys, attribute_vals, 'output.value')) AS result_text
     FROM tool_span_list
 )
 SELECT
@@ -68,42 +70,42 @@ SELECT
     span_id,
     parent_span_id,
     CASE
-        WHEN _attribute(attribute_kv, 'toolspan.attempt') IS NOT NULL THEN 'attempt'
-        WHEN scope_name = 'toolspan' OR _attribute(attribute_kv, 'toolspan.status') IS NOT NULL THEN 'toolspan'
-        WHEN _attribute(attribute_kv, 'openinference.span.kind') = 'TOOL' THEN 'openinference'
+        WHEN _attribute(attribute_keys, attribute_vals, 'toolspan.attempt') IS NOT NULL THEN 'attempt'
+        WHEN scope_name = 'toolspan' OR _attribute(attribute_keys, attribute_vals, 'toolspan.status') IS NOT NULL THEN 'toolspan'
+        WHEN _attribute(attribute_keys, attribute_vals, 'openinference.span.kind') = 'TOOL' THEN 'openinference'
         ELSE 'genai'
     END AS source,
     coalesce(
-        _attribute(attribute_kv, 'gen_ai.tool.name'),
-        _attribute(attribute_kv, 'tool.name'),
+        _attribute(attribute_keys, attribute_vals, 'gen_ai.tool.name'),
+        _attribute(attribute_keys, attribute_vals, 'tool.name'),
         nullif(trim(regexp_replace(name, '^execute_tool', '')), '')
     ) AS tool,
-    coalesce(_attribute(attribute_kv, 'gen_ai.tool.call.id'), _attribute(attribute_kv, 'tool_call.id')) AS call_id,
-    coalesce(_attribute(attribute_kv, 'gen_ai.conversation.id'), _attribute(attribute_kv, 'session.id')) AS conversation_attr,
-    _attribute(attribute_kv, 'toolspan.request.id') AS request_id,
-    _attribute(attribute_kv, 'toolspan.turn.id') AS turn_id,
-    _attribute(attribute_kv, 'toolspan.side_effect') AS side_effect_attr,
-    _attribute(attribute_kv, 'toolspan.idempotency.key') AS idempotency_key,
-    TRY_CAST(_attribute(attribute_kv, 'toolspan.idempotency.replayed') AS BOOLEAN) AS replayed,
-    coalesce(_attribute(attribute_kv, 'toolspan.args.hash'), sha256(toolspan_canonical_json(arguments_text))) AS args_fingerprint,
+    coalesce(_attribute(attribute_keys, attribute_vals, 'gen_ai.tool.call.id'), _attribute(attribute_keys, attribute_vals, 'tool_call.id')) AS call_id,
+    coalesce(_attribute(attribute_keys, attribute_vals, 'gen_ai.conversation.id'), _attribute(attribute_keys, attribute_vals, 'session.id')) AS conversation_attr,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.request.id') AS request_id,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.turn.id') AS turn_id,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.side_effect') AS side_effect_attr,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.idempotency.key') AS idempotency_key,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'toolspan.idempotency.replayed') AS BOOLEAN) AS replayed,
+    coalesce(_attribute(attribute_keys, attribute_vals, 'toolspan.args.hash'), sha256(toolspan_canonical_json(arguments_text))) AS args_fingerprint,
     arguments_text AS arguments,
-    _attribute(attribute_kv, 'toolspan.result.hash') AS result_hash,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.result.hash') AS result_hash,
     sha256(toolspan_canonical_json(result_text)) AS result_fingerprint,
-    _attribute(attribute_kv, 'toolspan.status') AS status_attr,
-    coalesce(_attribute(attribute_kv, 'toolspan.error_code'), _attribute(attribute_kv, 'error.type')) AS error_code,
-    TRY_CAST(_attribute(attribute_kv, 'toolspan.retryable') AS BOOLEAN) AS retryable,
-    TRY_CAST(_attribute(attribute_kv, 'toolspan.attempts') AS BIGINT) AS attempts_attr,
-    TRY_CAST(_attribute(attribute_kv, 'toolspan.total_wait_s') AS DOUBLE) AS total_wait_s,
-    TRY_CAST(_attribute(attribute_kv, 'toolspan.retry_after_s') AS DOUBLE) AS retry_after_s,
-    _attribute(attribute_kv, 'toolspan.retry.initiator') AS retry_initiator,
-    TRY_CAST(_attribute(attribute_kv, 'toolspan.attempt') AS BIGINT) AS attempt,
-    _attribute(attribute_kv, 'toolspan.attempt.outcome') AS outcome,
-    _attribute(attribute_kv, 'toolspan.read_back') AS read_back,
-    _attribute(attribute_kv, 'toolspan.resource.key') AS resource_key,
-    TRY_CAST(_attribute(attribute_kv, 'toolspan.retry.delay_s') AS DOUBLE) AS delay_s,
-    TRY_CAST(_attribute(attribute_kv, 'toolspan.retry.elapsed_wait_s') AS DOUBLE) AS elapsed_wait_s,
-    _attribute(attribute_kv, 'error.type') AS error_type,
-    TRY_CAST(_attribute(attribute_kv, 'http.response.status_code') AS BIGINT) AS http_status,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.status') AS status_attr,
+    coalesce(_attribute(attribute_keys, attribute_vals, 'toolspan.error_code'), _attribute(attribute_keys, attribute_vals, 'error.type')) AS error_code,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'toolspan.retryable') AS BOOLEAN) AS retryable,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'toolspan.attempts') AS BIGINT) AS attempts_attr,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'toolspan.total_wait_s') AS DOUBLE) AS total_wait_s,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'toolspan.retry_after_s') AS DOUBLE) AS retry_after_s,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.retry.initiator') AS retry_initiator,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'toolspan.attempt') AS BIGINT) AS attempt,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.attempt.outcome') AS outcome,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.read_back') AS read_back,
+    _attribute(attribute_keys, attribute_vals, 'toolspan.resource.key') AS resource_key,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'toolspan.retry.delay_s') AS DOUBLE) AS delay_s,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'toolspan.retry.elapsed_wait_s') AS DOUBLE) AS elapsed_wait_s,
+    _attribute(attribute_keys, attribute_vals, 'error.type') AS error_type,
+    TRY_CAST(_attribute(attribute_keys, attribute_vals, 'http.response.status_code') AS BIGINT) AS http_status,
     status_code,
     start_time,
     end_time,

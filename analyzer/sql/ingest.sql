@@ -13,9 +13,14 @@ INSERT INTO stage SELECT * FROM _read_batch(?);
 -- A bundle of small files (one file) and the names of the files in it.
 INSERT INTO stage SELECT * FROM _read_batch(?, bundled := ?::VARCHAR[]);
 
+-- name: insert_slow_stage
+-- A file read again (its ids are not all lowercase hex), a good-lines copy, a
+-- line alone: ids lowercased, every span with its own key list.
+INSERT INTO stage SELECT * FROM _read_batch(?, slow := true);
+
 -- name: insert_long_lines_stage
 -- A good-lines copy with a line longer than the default read buffer.
-INSERT INTO stage SELECT * FROM _read_batch(?, object_size := ?);
+INSERT INTO stage SELECT * FROM _read_batch(?, object_size := ?, slow := true);
 
 -- name: unstage_file
 DELETE FROM stage WHERE source_file = ?;
@@ -27,24 +32,51 @@ UPDATE stage SET source_file = ? WHERE source_file = ?;
 -- name: drop_stage
 DROP TABLE IF EXISTS stage;
 
--- name: suspect_files
--- Files whose spans lack a valid trace or span id, have an attribute without
--- a key or the same key twice, or a time out of range: re-read line by line to
--- report the exact lines and spans.
--- The keys are checked once per distinct list of keys in a file, not per span
--- in the typed read: a batch holds a handful of key lists, and list_unique on
--- every span cost more than this whole statement (bench/analyzer_bench.py).
-SELECT DISTINCT source_file
-FROM (
+-- name: check_stage_macro
+-- Per file of the stage (of the files given, or of all when NULL), when
+-- something is wrong: to_lowercase, an id is not lowercase hex (the file is
+-- read again with its ids lowercased, then checked again); suspect, a span
+-- lacks a valid trace or span id, has an attribute without a key or the same
+-- key twice, or a time out of range (re-read line by line to report the exact
+-- lines and spans).
+-- The keys are checked once per distinct list of keys (attribute_key_lists),
+-- not per span: a batch holds a handful of key lists, and list_unique on every
+-- span cost more than this whole statement (bench/analyzer_bench.py).
+CREATE OR REPLACE TEMP MACRO toolspan_check_stage(files) AS TABLE
+WITH span_check AS (
     SELECT
         source_file,
-        attribute_kv.keys AS keys,
-        bool_and(toolspan_span_ok(trace_id, span_id, true, times_ok)) AS spans_ok
+        bool_and(
+            toolspan_span_ok(trace_id, span_id, true, true)
+            AND (parent_span_id IS NULL OR parent_span_id = lower(parent_span_id))) AS ids_ok,
+        bool_and(coalesce(times_ok, false)) AS times_ok
     FROM stage
-    WHERE has_span
-    GROUP BY source_file, keys
+    WHERE has_span AND (files IS NULL OR list_contains(files, source_file))
+    GROUP BY source_file
+),
+key_check AS (
+    SELECT source_file, bool_and(toolspan_keys_ok(keys)) AS keys_ok
+    FROM (
+        SELECT source_file, unnest(attribute_key_lists) AS keys
+        FROM stage
+        WHERE attribute_key_lists IS NOT NULL AND (files IS NULL OR list_contains(files, source_file))
+    )
+    GROUP BY source_file
 )
-WHERE NOT (spans_ok AND toolspan_keys_ok(keys));
+SELECT
+    source_file,
+    NOT coalesce(ids_ok, true) AS to_lowercase,
+    NOT (coalesce(ids_ok, true) AND coalesce(times_ok, true) AND coalesce(keys_ok, true)) AS suspect
+FROM span_check
+FULL JOIN key_check USING (source_file)
+WHERE NOT (coalesce(ids_ok, true) AND coalesce(times_ok, true) AND coalesce(keys_ok, true));
+
+-- name: check_stage
+SELECT source_file, to_lowercase, suspect FROM toolspan_check_stage(NULL);
+
+-- name: check_staged_files
+-- The same, for the files read again with their ids lowercased.
+SELECT source_file, to_lowercase, suspect FROM toolspan_check_stage(?::VARCHAR[]);
 
 -- name: span_ok_macro
 -- The checks of the typed read that the line checker (_inputs.py) repeats.
@@ -62,10 +94,11 @@ CREATE OR REPLACE TEMP MACRO toolspan_keys_ok(keys) AS
 
 -- name: unstage_bad_spans
 -- The invalid spans of a line staged unchecked (too deeply nested for the line
--- checker); returns how many were removed.
+-- checker; read with slow := true, so each row holds its own key list);
+-- returns how many were removed.
 DELETE FROM stage
 WHERE source_file = ? AND has_span
-  AND NOT toolspan_span_ok(trace_id, span_id, toolspan_keys_ok(attribute_kv.keys), times_ok)
+  AND NOT toolspan_span_ok(trace_id, span_id, toolspan_keys_ok(attribute_key_lists[1]), times_ok)
 RETURNING 1;
 
 -- name: file_counts
@@ -78,6 +111,7 @@ GROUP BY source_file;
 SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM stage WHERE has_span;
 
 -- name: deduplicate_stage
+-- After remember_attribute_shapes: a row removed here may hold key lists.
 CREATE OR REPLACE TEMP TABLE stage AS
 SELECT * FROM stage
 WHERE has_span
@@ -89,6 +123,28 @@ QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY source_file) 
 INSERT INTO pending_traces
 SELECT DISTINCT trace_id FROM stage WHERE has_span;
 
+-- name: shape_collisions
+-- Key lists of the batch whose hash is that of another list (of the batch or
+-- stored): a shape must name one list. DuckDB's 64-bit hash makes this about
+-- as likely as two random 64-bit numbers being equal, but it is checked.
+WITH batch_keys AS (
+    SELECT DISTINCT keys
+    FROM (SELECT unnest(attribute_key_lists) AS keys FROM stage WHERE attribute_key_lists IS NOT NULL)
+    WHERE keys IS NOT NULL
+),
+every_list AS (
+    SELECT hash(keys) AS shape, keys FROM batch_keys
+    UNION
+    SELECT shape, keys FROM attribute_shapes
+)
+SELECT shape FROM every_list GROUP BY shape HAVING count(*) > 1;
+
+-- name: remember_attribute_shapes
+INSERT INTO attribute_shapes
+SELECT DISTINCT hash(keys) AS shape, keys
+FROM (SELECT unnest(attribute_key_lists) AS keys FROM stage WHERE attribute_key_lists IS NOT NULL)
+WHERE keys IS NOT NULL AND hash(keys) NOT IN (SELECT shape FROM attribute_shapes);
+
 -- name: insert_spans
 INSERT INTO span_rows
 SELECT
@@ -97,7 +153,8 @@ SELECT
     make_timestamp(end_ns // 1000) AS end_time,
     -- HUGEINT: the difference of two valid BIGINT times can overflow a BIGINT.
     (end_ns::HUGEINT - start_ns) / 1e6 AS duration_ms,
-    status_code, status_message, service_name, scope_name, attribute_kv, source_file
+    status_code, status_message, service_name, scope_name, attribute_shape, attribute_vals,
+    source_file
 -- An ANTI JOIN, not NOT EXISTS: DuckDB hashes the stage (one batch) and
 -- streams span_rows past it, where NOT EXISTS hashed every stored span, so each
 -- batch cost memory and time growing with the database.

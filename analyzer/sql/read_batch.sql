@@ -1,18 +1,20 @@
 -- One typed pass over a batch of OTLP/JSON lines files (ExportTraceServiceRequest
 -- per line): the only place the raw JSON is parsed. Attribute values become
 -- text (stringValue / intValue / doubleValue / boolValue as written; arrayValue
--- and kvlistValue as their OTLP JSON). Ids are lowercased; ids that are not hex
--- of the right length are kept here and rejected by the caller. Every request
--- yields at least one row (span columns NULL when it holds no span), so the
--- caller can count the lines read without a second pass (WITH ORDINALITY would
--- do it too, at the price of an ordered, slower scan).
+-- and kvlistValue as their OTLP JSON). Ids that are not lowercase hex of the
+-- right length are kept here and handled by the caller (check_stage,
+-- ingest.sql): a file with uppercase ids is read again with lowercase := true.
+-- Every request yields at least one row (span columns NULL when it holds no
+-- span), so the caller can count the lines read without a second pass (WITH
+-- ORDINALITY would do it too, at the price of an ordered, slower scan).
 -- name: or_null_macro
 CREATE OR REPLACE TEMP MACRO _or_null(items) AS CASE WHEN len(items) > 0 THEN items ELSE [NULL] END;
 
 -- name: attribute_macro
--- One attribute's text (NULL when absent): far cheaper than building a MAP.
-CREATE OR REPLACE TEMP MACRO _attribute(attribute_kv, attribute_key) AS
-    attribute_kv.vals[list_position(attribute_kv.keys, attribute_key)];
+-- One attribute's text (NULL when absent), from a span's key list (its shape's,
+-- attribute_shapes) and its texts: far cheaper than building a MAP.
+CREATE OR REPLACE TEMP MACRO _attribute(attribute_keys, attribute_vals, attribute_key) AS
+    attribute_vals[list_position(attribute_keys, attribute_key)];
 
 -- name: read_batch_macro
 -- The typed read of a list of files, as a table: the stage is created and
@@ -22,7 +24,10 @@ CREATE OR REPLACE TEMP MACRO _attribute(attribute_kv, attribute_key) AS
 -- bundled names the files of a bundle (many small files in one, each line
 -- tagged with its file's position in the list as toolspanFile, see
 -- _inputs.write_bundle): reading one file each cost ~1 ms per file.
-CREATE OR REPLACE TEMP MACRO _read_batch(files, object_size := 16777216, bundled := []) AS TABLE
+-- slow is true for the reads of the slow paths (a file read again, a good-lines
+-- copy, a line alone): ids are lowercased there, and every span keeps its own
+-- key list, since single spans may be removed from the stage afterwards.
+CREATE OR REPLACE TEMP MACRO _read_batch(files, object_size := 16777216, bundled := [], slow := false) AS TABLE
 WITH request AS (
     SELECT
         coalesce(bundled[toolspanFile], filename) AS source_file,
@@ -64,17 +69,45 @@ scope AS (
         generate_subscripts(_or_null(resource_spans.scopeSpans), 1) AS scope_no
     FROM request
 ),
+scope_group AS (
+    -- Each span's shape (the hash of its list of attribute keys), and the list
+    -- of keys of each distinct shape of the group (from its first span with
+    -- it): a handful per group, where a list per span cost more to store than
+    -- the texts. Both are unnested beside the spans (a value of the group read
+    -- on every span row is copied to every row; list_distinct over the lists
+    -- themselves cost more than the whole read).
+    SELECT
+        *,
+        list_transform(scope_spans.spans, lambda x: CASE
+            WHEN x.attributes IS NOT NULL THEN hash(list_transform(x.attributes, lambda a: a.key))
+        END) AS shapes
+    FROM scope
+),
+scope_keys AS (
+    SELECT
+        *,
+        list_transform(
+            list_distinct(shapes),
+            lambda shape: list_transform(scope_spans.spans[list_position(shapes, shape)].attributes, lambda a: a.key)
+        ) AS group_key_lists
+    FROM scope_group
+),
 span AS (
     SELECT
         source_file, resource_no, scope_no, service_name, scope_spans.scope.name AS scope_name,
         unnest(_or_null(scope_spans.spans)) AS s,
+        unnest(_or_null(shapes)) AS attribute_shape,
+        -- The group's key lists on its first row, NULL on the others.
+        unnest(_or_null(list_resize([group_key_lists], len(scope_spans.spans)))) AS group_key_lists,
         generate_subscripts(_or_null(scope_spans.spans), 1) AS span_no
-    FROM scope
-),
+    FROM scope_keys
+)
 SELECT
-    lower(s.traceId) AS trace_id,
-    lower(s.spanId) AS span_id,
-    nullif(lower(s.parentSpanId), '') AS parent_span_id,
+    -- Lowercasing every id cost ~0.3 CPU s per 1M spans; ids are lowercase hex
+    -- nearly always, so only a file that has other ids is read lowercased.
+    CASE WHEN slow THEN lower(s.traceId) ELSE s.traceId END AS trace_id,
+    CASE WHEN slow THEN lower(s.spanId) ELSE s.spanId END AS span_id,
+    nullif(CASE WHEN slow THEN lower(s.parentSpanId) ELSE s.parentSpanId END, '') AS parent_span_id,
     s.name AS name,
     CASE replace(upper(s.kind), 'SPAN_KIND_', '')
         WHEN '0' THEN 'UNSPECIFIED' WHEN '1' THEN 'INTERNAL' WHEN '2' THEN 'SERVER'
@@ -84,7 +117,7 @@ SELECT
     TRY_CAST(s.startTimeUnixNano AS BIGINT) AS start_ns,
     TRY_CAST(s.endTimeUnixNano AS BIGINT) AS end_ns,
     -- A time given must be nanoseconds since 1970 that fit a BIGINT; absent or
-    -- empty is unknown. Other spans are reported (suspect_files, ingest.sql).
+    -- empty is unknown. Other spans are reported (check_stage, ingest.sql).
     (start_ns >= 0 OR nullif(s.startTimeUnixNano, '') IS NULL)
         AND (end_ns >= 0 OR nullif(s.endTimeUnixNano, '') IS NULL) AS times_ok,
     CASE replace(upper(s.status.code), 'STATUS_CODE_', '')
@@ -94,16 +127,19 @@ SELECT
     nullif(s.status.message, '') AS status_message,
     service_name,
     scope_name,
-    -- Kept as parallel lists of keys and texts: building a MAP costs more than
-    -- the whole typed read, so the spans view builds it only for the rows it
-    -- returns, and lookups (_attribute) are a list_position. NULL and duplicate
-    -- keys are found by suspect_files (ingest.sql).
-    {
-        'keys': list_transform(s.attributes, lambda a: a.key),
-        'vals': list_transform(s.attributes, lambda a: coalesce(
-            a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
-            a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR))
-    } AS attribute_kv,
+    -- Attributes are kept as a shape (the hash of the span's list of keys) and
+    -- the list of texts in that order: the list of keys is stored once per
+    -- distinct list (attribute_shapes, from attribute_key_lists), not per span,
+    -- and building a MAP costs more than the whole typed read, so the spans
+    -- view builds it only for the rows it returns; lookups (_attribute) are a
+    -- list_position. NULL and duplicate keys are found by check_stage.
+    attribute_shape,
+    list_transform(s.attributes, lambda a: coalesce(
+        a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
+        a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR)) AS attribute_vals,
+    -- On the first row of each group of spans (the slow paths: on every row,
+    -- the span's own list): the key lists the shapes stand for.
+    CASE WHEN slow THEN [list_transform(s.attributes, lambda a: a.key)] ELSE group_key_lists END AS attribute_key_lists,
     source_file,
     -- The first row of every request: counting them counts the lines read.
     resource_no = 1 AND scope_no = 1 AND span_no = 1 AS first_of_line,

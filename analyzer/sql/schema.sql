@@ -35,10 +35,23 @@ CREATE TABLE IF NOT EXISTS span_rows (
     status_message VARCHAR,
     service_name VARCHAR,
     scope_name VARCHAR,
-    -- Every attribute as text; the spans view shows them as a MAP.
-    attribute_kv STRUCT(keys VARCHAR[], vals VARCHAR[]),
+    -- Every attribute as text, in the order of the list of keys its shape
+    -- names (attribute_shapes); the spans view shows them as a MAP.
+    attribute_shape UBIGINT,
+    attribute_vals VARCHAR[],
     source_file VARCHAR
 );
+
+-- name: attribute_shapes
+-- Each distinct list of attribute keys once, by its hash: spans hold the hash.
+-- A batch holds a handful of lists, where a list per span cost more to store
+-- and copy than the attribute texts themselves.
+CREATE TABLE IF NOT EXISTS attribute_shapes (shape UBIGINT PRIMARY KEY, keys VARCHAR[] NOT NULL);
+
+-- name: attribute_key_list
+-- The same with the names the span statements join on (views.sql, derive.sql).
+CREATE OR REPLACE VIEW attribute_key_list AS
+SELECT shape AS attribute_shape, keys AS attribute_keys FROM attribute_shapes;
 
 -- name: trace_conversation_rows
 -- Spans that carry a conversation id (any span, not only tool spans): a tool

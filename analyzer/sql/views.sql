@@ -2,8 +2,9 @@
 CREATE OR REPLACE VIEW spans AS
 SELECT trace_id, span_id, parent_span_id, name, kind, start_time, end_time, duration_ms,
        status_code, status_message, service_name, scope_name,
-       map(attribute_kv.keys, attribute_kv.vals) AS attributes, source_file
-FROM span_rows;
+       map(attribute_keys, attribute_vals) AS attributes, source_file
+FROM span_rows
+LEFT JOIN attribute_key_list USING (attribute_shape);
 
 -- name: tool_calls
 -- Materialised at ingest (derive.sql): reading it is a scan.
