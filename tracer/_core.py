@@ -149,6 +149,7 @@ class Run:
         "error",
         "fn",
         "keeper",
+        "keeps_result",
         "plan",
         "safe_to_repeat",
         "span",
@@ -165,6 +166,9 @@ class Run:
         # tracking ("tool:args_hash"), and the idempotency claim this run holds.
         self.call_identity = ""
         self.claim_token: str | None = None
+        # False when the result may not be this call's own effect: it is not stored
+        # under the key then (see ``Core._claim``, after a store loss).
+        self.keeps_result = True
         # The last classified failure (the read-back and the claim need it).
         self.error: ToolError | None = None
         # While an attempt runs: what ``Core._leave`` undoes.
@@ -738,6 +742,11 @@ class Core:
         lost = claim.store_lost and guards.detect_store_loss
         if lost:
             run.span.set_attribute(attr.STORE_LOST, True)
+            # The store forgot this key's arguments: an effect found by the read-back
+            # (or deduplicated by a keyed service) may come from a call with other
+            # arguments, so its result is not stored under this call's fingerprint;
+            # the next call of the key asks the service again.
+            run.keeps_result = False
             if run.tool.read_back is None and not run.tool.idempotent:
                 return self._failed(
                     run,
@@ -748,7 +757,12 @@ class Core:
                     "declares no read-back: nothing was executed",
                 )
         if not lost and not guards.must_read_back(key, claim):
-            return self._spend_attempt(guards, run)
+            if not (claim.store_new and guards.detect_store_loss and run.tool.read_back):
+                return self._spend_attempt(guards, run)
+            # A store that looks new may have restarted empty before a worker that knew
+            # it noticed: read back first; an effect found may be a forgotten one.
+            run.span.set_attribute(attr.STORE_NEW, True)
+            run.keeps_result = False
         run.span.set_attribute(attr.READ_BACK, "required")
         if run.tool.read_back is None:
             return self._reconcile(run, _SKIPPED)
@@ -795,6 +809,7 @@ class Core:
                 "unknown_outcome",
                 "the read-back failed, so the earlier run's outcome stays unknown",
             )
+        run.keeps_result = True  # absent: what runs now is this call's own effect
         return self._spend_attempt(guards, run)
 
     def _spend_attempt(self, guards: Safeguards, run: Run) -> Action:
@@ -874,7 +889,7 @@ class Core:
                     call.idempotency_key,
                     token,
                     call.call_id,
-                    result=None if result.replayed else encoded,
+                    result=encoded if run.keeps_result and not result.replayed else None,
                     effect_unknown=last_code in AMBIGUOUS_CODES
                     or result.error_code == "unknown_outcome",
                 )

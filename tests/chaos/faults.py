@@ -96,6 +96,50 @@ class FaultRun:
         )
         return counts
 
+    def stuck(self) -> list[str]:
+        """For every step a worker left unfinished: who held its key, from the journals.
+
+        Each worker journals its claims (``store-<pid>.jsonl``): an ``in_progress``
+        answer names the token holding the key, and the claim that got that token
+        names its process. What that process did with the key next says why it kept it.
+        """
+        journals = {
+            int(path.stem.split("-", 1)[1]): [
+                json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+            ]
+            for path in sorted(self.workdir.glob("store-*.jsonl"))
+        }
+        owner = {
+            event["token"]: pid
+            for pid, events in journals.items()
+            for event in events
+            if event["event"] == "claim" and event.get("token")
+        }
+        reported = {report["pid"] for report in self.run.reports}
+        lines = []
+        for report in self.run.reports:
+            for step in report.get("unfinished_steps", []):
+                holders = {
+                    event["holder"]
+                    for event in journals.get(report["pid"], [])
+                    if event["key"] == step["key"] and event.get("holder")
+                }
+                ended = [
+                    f"{o['kind']} {o['status']}"
+                    for o in report["outcomes"]
+                    if o["order_id"] == step["order_id"]
+                ]
+                lines.append(
+                    f"worker {report['pid']} left {step}; its results for the order {ended}; "
+                    f"holders of the key {sorted(holders)}"
+                )
+                for token in sorted(holders):
+                    pid = owner.get(token)
+                    state = "reported" if pid in reported else "killed or stuck"
+                    events = [e for e in journals.get(pid or -1, []) if e["key"] == step["key"]]
+                    lines.append(f"  {token[:8]} claimed by {pid} ({state}): {events[-6:]}")
+        return lines
+
     def seen(self) -> list[dict[str, Any]]:
         """What every worker saw: its report, or for a killed one its last checkpoint."""
         reported = {report["pid"] for report in self.run.reports}

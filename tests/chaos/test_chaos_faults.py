@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.faults import Faults, run_with_faults
+from tests.chaos.faults import FaultRun, Faults, run_with_faults
 from tests.chaos.scenario import Scenario
 from tests.chaos.worker import StoreLocation
 from tests.redis_server import RedisServer
@@ -35,13 +35,15 @@ _with_faults = pytest.mark.skipif(
 FAULTS = Faults(kill_every_s=0.2, restarts=1, outages=1, outage_s=1.0)
 
 
-def _assert_exactly_once(counts: dict[str, object], scenario: Scenario) -> None:
+def _assert_exactly_once(run: FaultRun, scenario: Scenario) -> dict[str, object]:
+    counts = run.counts()
     print("\nchaos with faults:", counts)
-    assert counts["unfinished"] == 0, "a worker ran out of time"
+    assert counts["unfinished"] == 0, "a worker ran out of time:\n" + "\n".join(run.stuck())
     assert counts["side_effects"] == scenario.actions
     assert (counts["duplicates"], counts["lost"]) == (0, 0)
     assert counts["kills"] >= 1 and counts["outages"] == 1  # the chaos was real
     assert counts["takeovers"] >= 1
+    return counts
 
 
 @_with_faults
@@ -50,7 +52,7 @@ def test_sqlite_under_kills_and_a_locked_file(tmp_path: Path) -> None:
     SQLiteStore(tmp_path / "store.db").close()
     store = StoreLocation("sqlite", str(tmp_path / "store.db"))
     run = run_with_faults(scenario, FAULTS, store, tmp_path / "run")
-    _assert_exactly_once(run.counts(), scenario)
+    _assert_exactly_once(run, scenario)
 
 
 @_with_faults
@@ -66,8 +68,7 @@ def test_redis_under_kills_a_restart_and_an_outage(
     with RedisServer(persistence=persistence) as server:  # type: ignore[arg-type]
         store = StoreLocation("redis", server.url, prefix="chaos:")
         run = run_with_faults(scenario, FAULTS, store, tmp_path / "run", redis=server)
-    counts = run.counts()
-    _assert_exactly_once(counts, scenario)
+    counts = _assert_exactly_once(run, scenario)
     assert counts["restarts"] == 1
     assert counts["refused_store_unavailable"] >= 1  # the outage met keyed writes
     if persistence == "none":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -92,29 +93,76 @@ def action_key(order_id: str) -> str:
 
 
 class _ClaimLog:
-    """Remembers the outcome of the last claim a store answered (one thread per worker)."""
+    """Remembers the outcome of the last claim a store answered, and journals claims.
+
+    The journal (``store-<pid>.jsonl`` next to the report, when a path is set) has one
+    line per claim and lease renewal: the token each claim got, and for an
+    ``in_progress`` answer the token holding the key. It survives a SIGKILL, so a
+    key stuck in flight can be traced to the process that holds it.
+    """
 
     last: str | None = None
+    journal: Path | None = None
+    _journal_lock = threading.Lock()
 
     def claim(self, key: str, fingerprint: str, *, lease_s: float, ttl_s: float) -> Claim:
         claimed: Claim = super().claim(key, fingerprint, lease_s=lease_s, ttl_s=ttl_s)  # type: ignore[misc]
         self.last = claimed.outcome
+        holder = self._holder(key) if claimed.outcome == "in_progress" else None
+        self._note(
+            "claim",
+            key,
+            outcome=claimed.outcome,
+            token=claimed.token,
+            fp=fingerprint[:8],
+            holder=holder,
+        )
         return claimed
+
+    def extend(self, key: str, token: str, *, lease_s: float) -> bool:
+        renewed: bool = super().extend(key, token, lease_s=lease_s)  # type: ignore[misc]
+        self._note("extend", key, token=token, renewed=renewed)
+        return renewed
+
+    def _holder(self, key: str) -> str | None:
+        return None
+
+    def _note(self, event: str, key: str, **fields: Any) -> None:
+        if self.journal is None:
+            return
+        line = json.dumps({"t": round(time.time(), 3), "event": event, "key": key[:12], **fields})
+        with self._journal_lock, self.journal.open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
 
 
 class _LoggedSQLiteStore(_ClaimLog, SQLiteStore):
-    pass
+    def _holder(self, key: str) -> str | None:
+        with self._critical():
+            record = self._load_record(key)
+        return None if record is None else record.token
 
 
-def open_store(location: StoreLocation, timeout_s: float = 2.0) -> CheckedStore:
+def open_store(
+    location: StoreLocation, timeout_s: float = 2.0, journal: Path | None = None
+) -> CheckedStore:
+    store: _ClaimLog
     if location.backend == "sqlite":
-        return _LoggedSQLiteStore(location.where)  # waits out a held lock (30 s busy timeout)
-    from toolspan.tracer.store import RedisStore
+        store = _LoggedSQLiteStore(location.where)  # waits out a held lock (30 s busy timeout)
+    else:
+        from toolspan.tracer.store import RedisStore
 
-    class _LoggedRedisStore(_ClaimLog, RedisStore):
-        pass
+        class _LoggedRedisStore(_ClaimLog, RedisStore):
+            def _holder(self, key: str) -> str | None:
+                return _text(self._client.hget(self._record_key(key), "token"))
 
-    return _LoggedRedisStore(location.where, prefix=location.prefix, timeout_s=timeout_s)
+        store = _LoggedRedisStore(location.where, prefix=location.prefix, timeout_s=timeout_s)
+    store.journal = journal
+    assert isinstance(store, CheckedStore)
+    return store
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else bytes(value).decode()
 
 
 def charge_tool(service: LedgerService, *, honours_keys: bool) -> Tool:
@@ -144,11 +192,13 @@ class _Tally:
     statuses: Counter[str] = field(default_factory=Counter)  # every result, final or not
     claims: Counter[str] = field(default_factory=Counter)
     unfinished: int = 0
+    unfinished_steps: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_worker(config: WorkerConfig, start_gate: Any = None) -> None:
     """Process entry point (``spawn``): run the plan, then write the report."""
-    store = open_store(config.store, config.store_timeout_s)
+    journal = Path(config.report_path).with_name(f"store-{os.getpid()}.jsonl")
+    store = open_store(config.store, config.store_timeout_s, journal)
     ledger = Ledger(config.ledger_path)
     service = LedgerService(
         ledger,
@@ -187,6 +237,7 @@ def run_worker(config: WorkerConfig, start_gate: Any = None) -> None:
         "claims": dict(tally.claims),
         "spans": _span_summary(exporter.get_finished_spans()),
         "unfinished": tally.unfinished,
+        "unfinished_steps": tally.unfinished_steps,
     }
     staged = f"{config.report_path}.tmp"
     Path(staged).write_text(json.dumps(report), encoding="utf-8")
@@ -257,6 +308,9 @@ def _work(
         if step.kind == "action" and result.ok:
             done.add(step.order_id)
     tally.unfinished = len(queue)
+    tally.unfinished_steps = [
+        {**asdict(step), "key": action_key(step.order_id)[:12]} for _, step in queue
+    ]
     return tally
 
 

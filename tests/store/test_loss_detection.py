@@ -37,9 +37,12 @@ def _complete(store, key: str) -> None:
 
 def test_the_marker_rules() -> None:
     fresh, found = advance_epoch(None, None, now=1.0, new_id="a")
-    assert (fresh, found) == (Epoch("a", None, 1), False)
+    assert (fresh, found) == (Epoch("a", None, 1, born_at=1.0), False)
     moved, found = advance_epoch(fresh, fresh, now=2.0, new_id="b")
-    assert (moved, found) == (Epoch("a", None, 2), False)
+    assert (moved, found) == (Epoch("a", None, 2, born_at=1.0), False)
+    # written by a client that never saw the store: suspect for the grace only
+    assert moved.newborn(now=1.0 + 59, grace_s=60) and not moved.newborn(now=61.0, grace_s=60)
+    assert not Epoch("a", 5.0, 2, born_at=1.0).newborn(now=2.0, grace_s=60)  # a loss instead
     # gone: a new marker remembers when the loss was seen
     assert advance_epoch(None, moved, now=3.0, new_id="c") == (Epoch("c", 3.0, 3), True)
     # behind what this client saw
@@ -56,6 +59,8 @@ def test_the_marker_rules() -> None:
         True,
     )
     assert Epoch.decode(Epoch("c", 3.5, 7).encode()) == Epoch("c", 3.5, 7)
+    assert Epoch.decode(Epoch("c", None, 7, 2.5).encode()) == Epoch("c", None, 7, 2.5)
+    assert Epoch.decode("c|3.5|7") == Epoch("c", 3.5, 7)  # the earlier format
     assert Epoch("c", 3.0, 7).suspects(now=3.0 + TTL - 1, ttl_s=TTL)
     assert not Epoch("c", 3.0, 7).suspects(now=3.0 + TTL, ttl_s=TTL)
 
@@ -215,4 +220,43 @@ def test_a_redis_restart_with_fsync_always_keeps_everything(clock: FakeClock) ->
         server.restart()
         claim = store.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
         assert (claim.outcome, claim.store_lost) == ("replay", False)
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_redis_restart_first_met_by_a_new_worker_is_suspect(clock: FakeClock) -> None:
+    # The worker that knew the store is idle; a worker started after the restart claims
+    # first and cannot tell the empty store from a new one. Within the grace its claims
+    # say so (read back first); the old worker's next claim then finds the loss.
+    from toolspan.tracer.store import RedisStore
+
+    with RedisServer(persistence="none") as server:
+        old = RedisStore(server.url, clock=clock)
+        _complete(old, "charge-1")
+        server.kill()
+        server.restart()
+        new = RedisStore(server.url, clock=clock)
+        first = new.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
+        assert (first.outcome, first.store_lost, first.store_new) == ("acquired", False, True)
+        noticed = old.claim("charge-2", "fp", lease_s=5, ttl_s=TTL)
+        assert noticed.store_lost and not noticed.store_new
+        assert new.claim("charge-3", "fp", lease_s=5, ttl_s=TTL).store_lost
+        clock.advance(TTL + 1)
+        late = new.claim("charge-4", "fp", lease_s=5, ttl_s=TTL)
+        assert not (late.store_lost or late.store_new)
+        old.close()
+        new.close()
+
+
+@pytest.mark.slow
+def test_a_new_redis_is_suspect_only_for_the_grace(clock: FakeClock) -> None:
+    from toolspan.tracer.store import RedisStore
+    from toolspan.tracer.store._rules import NEWBORN_GRACE_S
+
+    with RedisServer() as server:
+        store = RedisStore(server.url, clock=clock)
+        assert store.claim("a", "fp", lease_s=5, ttl_s=TTL).store_new
+        clock.advance(NEWBORN_GRACE_S)
+        claim = store.claim("b", "fp", lease_s=5, ttl_s=TTL)
+        assert (claim.outcome, claim.store_lost, claim.store_new) == ("acquired", False, False)
         store.close()

@@ -119,6 +119,46 @@ def test_without_loss_detection_the_lost_key_runs_again(spans: Spans) -> None:
     assert ledger.charges == ["A-1", "A-1"]  # the duplicate loss detection prevents
 
 
+@pytest.mark.parametrize("declare", [{"read_back": True}, {"idempotent": True}])
+def test_after_a_loss_a_reused_key_does_not_bind_its_arguments(
+    spans: Spans, declare: dict[str, Any]
+) -> None:
+    # The store forgot which arguments the key ran with. A reuse with other arguments
+    # finds the earlier effect (read back, or deduplicated by the service); storing
+    # that under the reuse's fingerprint would make the original arguments conflict.
+    ledger = Ledger()
+    tool = Tool(
+        "charge",
+        lambda order_id, amount: ledger.charge(order_id),
+        side_effect="write",
+        idempotent=declare.get("idempotent", False),
+        read_back=(lambda order_id, amount: ledger.status(order_id))
+        if declare.get("read_back")
+        else None,
+    )
+    store = MemoryStore()
+    executor = _executor(spans, [tool], store)
+
+    def charge(amount: int, call_id: str) -> ToolCall:
+        return ToolCall(
+            "charge",
+            call_id,
+            {"order_id": "A-1", "amount": amount},
+            conversation_id=call_id,
+            idempotency_key="charge:A-1",
+        )
+
+    assert executor.execute(charge(100, "c1")).ok
+    _lose_everything(store)
+    reuse = executor.execute(charge(999, "c2"))
+    again = executor.execute(charge(100, "c3"))
+    assert (reuse.status, again.status) == ("succeeded", "succeeded")
+    if declare.get("read_back"):
+        assert reuse.reconciled and again.reconciled
+        assert ledger.charges == ["A-1"]
+    assert [spans.attrs(s)["toolspan.store.lost"] for s in spans.calls()[-2:]] == [True, True]
+
+
 # -- an unreachable Redis ---------------------------------------------------------------
 
 
@@ -197,3 +237,31 @@ def test_a_claim_in_flight_when_redis_went_away_resumes_without_a_duplicate(
     assert (resumed.status, resumed.reconciled) == ("succeeded", True)
     assert ledger.charges == ["A-1"]
     store.close()
+
+
+@pytest.mark.slow
+def test_a_worker_new_to_a_redis_that_restarted_empty_reads_back_first(
+    spans: Spans, redis_server: RedisServer
+) -> None:
+    # The workers that knew the store are idle when it comes back empty; a worker started
+    # since claims first and cannot tell the empty store from a new one.
+    from toolspan.tracer.store import RedisStore
+
+    ledger = Ledger()
+    tool = Tool("charge", ledger.charge, side_effect="write", read_back=ledger.status)
+    prefix = f"t-{uuid.uuid4().hex}:"
+    old = RedisStore(redis_server.url, prefix=prefix)
+    assert _executor(spans, [tool], old).execute(_charge()).ok
+    redis_server.kill()
+    redis_server.restart()  # no persistence: it comes back empty
+    new = RedisStore(redis_server.url, prefix=prefix)
+    worker = _executor(spans, [tool], new)
+    again = worker.execute(_charge(call_id="c2"))
+    assert (again.status, again.reconciled, ledger.charges) == ("succeeded", True, ["A-1"])
+    assert spans.attrs(spans.calls()[-1])["toolspan.store.new"] is True
+    # A key that is really new: read back (absent), run once, its own result stored.
+    assert worker.execute(_charge("B-2", "c3")).ok
+    replay = worker.execute(_charge("B-2", "c4"))
+    assert replay.replayed and ledger.charges == ["A-1", "B-2"]
+    old.close()
+    new.close()

@@ -150,6 +150,11 @@ class RuleStore(CheckedStore):
     process's transaction never makes a lease look younger than it is.
     """
 
+    # How long a marker written by a client that never saw the store stays suspect
+    # (``Claim.store_new``). Memory and SQLite do not restart empty on their own (a
+    # deleted or replaced file is an operator's act, caught by the marker's id).
+    _newborn_grace_s = 0.0
+
     @abstractmethod
     def _critical(self) -> AbstractContextManager[None]:
         """Mutual exclusion over all records (a lock, a write transaction)."""
@@ -206,6 +211,8 @@ class RuleStore(CheckedStore):
                 self._save_record(key, record)
             if decided.outcome == "acquired" and epoch.suspects(now, ttl_s):
                 return replace(decided, store_lost=True)
+            if decided.outcome == "acquired" and epoch.newborn(now, self._newborn_grace_s):
+                return replace(decided, store_new=True)
             return decided
 
     def _complete(self, key: str, token: str, result: bytes, ttl_s: float) -> bool:

@@ -28,6 +28,11 @@ class Claim:
     empty, was flushed, fell behind what a client had seen, or is another file) and
     holds no record of the key, which may have completed before the loss. Read the
     effect back before executing. See "loss detection" in ``_rules``.
+
+    ``store_new`` (with ``acquired`` only): the store's marker was written moments ago
+    by a client that had never seen the store. A Redis that restarted empty looks new
+    until a client that used it before notices; until then a key it cannot find may
+    have completed. Read the effect back before executing, if the tool can.
     """
 
     outcome: ClaimOutcome
@@ -35,6 +40,7 @@ class Claim:
     result: bytes | None
     fingerprint: str | None
     store_lost: bool = False
+    store_new: bool = False
 
     @property
     def owned(self) -> bool:

@@ -128,7 +128,7 @@ class RedisStore(CheckedStore):
         return ("" if known is None else known.encode()), new_token()
 
     def _claim(self, key: str, fingerprint: str, lease_s: float, ttl_s: float) -> Claim:
-        outcome, token, result, stored_fingerprint, epoch, found, suspect = self._script(
+        outcome, token, result, stored_fingerprint, epoch, found, suspect, newborn = self._script(
             "claim",
             self._record_key(key),
             fingerprint,
@@ -138,6 +138,7 @@ class RedisStore(CheckedStore):
             new_token(),
             _GC_MARGIN_S,
             *self._epoch_args(),
+            rules.NEWBORN_GRACE_S,
         )
         self._saw_epoch(rules.Epoch.decode(str(_text(epoch))), bool(found))
         return Claim(
@@ -146,6 +147,7 @@ class RedisStore(CheckedStore):
             result=None if result is None else bytes(result),
             fingerprint=_text(stored_fingerprint),
             store_lost=bool(suspect),
+            store_new=bool(newborn),
         )
 
     def _complete(self, key: str, token: str, result: bytes, ttl_s: float) -> bool:

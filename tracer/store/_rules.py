@@ -217,31 +217,49 @@ def record_state(stored: object) -> RecordState:
 
 EPOCH_NAME: Final = "toolspan:epoch"
 EPOCH_FOREVER: Final = 1e300  # the marker itself never expires
+# A marker written by a client that never saw the store: for this long after, a key the
+# store cannot find may be one a restart forgot before any client that knew the store
+# noticed (they notice at their next claim or complete, which in a busy fleet is soon).
+NEWBORN_GRACE_S: Final = 60.0
 
 
 @dataclass(frozen=True)
 class Epoch:
-    """The store's identity marker, or a client's view of it."""
+    """The store's identity marker, or a client's view of it.
+
+    ``born_at``: when a client that had never seen the store wrote the marker (None
+    when a client found the loss itself, or for a marker of the earlier format).
+    """
 
     id: str
     lost_at: float | None
     seq: int
+    born_at: float | None = None
 
     def encode(self) -> str:
         lost = "" if self.lost_at is None else repr(self.lost_at)
-        return f"{self.id}|{lost}|{self.seq}"
+        born = "" if self.born_at is None else repr(self.born_at)
+        return f"{self.id}|{lost}|{self.seq}|{born}"
 
     @classmethod
     def decode(cls, text: str) -> Epoch:
         try:
-            epoch_id, lost, seq = text.split("|")
-            return cls(epoch_id, float(lost) if lost else None, int(seq))
+            epoch_id, lost, seq, *born = text.split("|")
+            if len(born) > 1:
+                raise ValueError(text)
+            born_at = float(born[0]) if born and born[0] else None
+            return cls(epoch_id, float(lost) if lost else None, int(seq), born_at)
         except ValueError as exc:
             raise StoreError("the store's epoch marker is malformed") from exc
 
     def suspects(self, now: float, ttl_s: float) -> bool:
         """True while a key the store cannot find may have completed before the loss."""
         return self.lost_at is not None and now < self.lost_at + ttl_s
+
+    def newborn(self, now: float, grace_s: float) -> bool:
+        """True within ``grace_s`` of a marker written by a client that never saw the
+        store: a store that restarted empty looks new until a client that knew it notices."""
+        return self.lost_at is None and self.born_at is not None and now < self.born_at + grace_s
 
 
 def advance_epoch(
@@ -252,15 +270,16 @@ def advance_epoch(
     ``known`` is what this client saw last (None: it never used the store).
     """
     if stored is None:
-        if known is None:  # first use (or a loss no live client saw: undetectable)
-            return Epoch(new_id, None, 1), False
+        if known is None:  # first use, or a loss only a client that knew the store can see
+            return Epoch(new_id, None, 1, born_at=now), False
         return Epoch(new_id, now, known.seq + 1), True
     if known is None:
         return replace(stored, seq=stored.seq + 1), False
     if stored.id != known.id:
         if stored.lost_at is not None:  # another client saw the loss first
             return replace(stored, seq=max(stored.seq, known.seq) + 1), False
-        # A different store than the one this client wrote to (a replaced file).
+        # A different store than the one this client wrote to (a replaced file, or a
+        # store that restarted empty and was first used by a client that never saw it).
         return Epoch(stored.id, now, max(stored.seq, known.seq) + 1), True
     if stored.seq < known.seq:  # the store is behind what this client saw: writes lost
         return Epoch(stored.id, now, known.seq + 1), True

@@ -14,54 +14,55 @@
 -- known: this client's last view ('' if none). Returns the marker written and 1 when
 -- this call found a loss.
 local function advance_epoch(key, known, now, new_id)
+  -- id|lost_at|seq|born_at; a marker of the earlier format has no born_at
   local function split(text)
-    local id, lost, seq = string.match(text, '^([^|]*)|([^|]*)|(%d+)$')
-    return id, lost, tonumber(seq)
+    local id, lost, seq, born = string.match(text, '^([^|]*)|([^|]*)|(%d+)|?([^|]*)$')
+    return id, lost, tonumber(seq), born
   end
-  local function marker(id, lost, seq)
-    return id .. '|' .. lost .. '|' .. string.format('%d', seq)
+  local function marker(id, lost, seq, born)
+    return id .. '|' .. lost .. '|' .. string.format('%d', seq) .. '|' .. (born or '')
   end
   local stamp = string.format('%.17g', now)
   local stored = redis.call('GET', key)
   local epoch, found = nil, 0
   if not stored then
     if known == '' then
-      epoch = marker(new_id, '', 1)
+      epoch = marker(new_id, '', 1, stamp)
     else
       local _, _, kseq = split(known)
       epoch, found = marker(new_id, stamp, kseq + 1), 1
     end
   else
-    local sid, slost, sseq = split(stored)
+    local sid, slost, sseq, sborn = split(stored)
     if known == '' then
-      epoch = marker(sid, slost, sseq + 1)
+      epoch = marker(sid, slost, sseq + 1, sborn)
     else
       local kid, _, kseq = split(known)
       if sid ~= kid then
         if slost ~= '' then
-          epoch = marker(sid, slost, math.max(sseq, kseq) + 1)
+          epoch = marker(sid, slost, math.max(sseq, kseq) + 1, sborn)
         else
           epoch, found = marker(sid, stamp, math.max(sseq, kseq) + 1), 1
         end
       elseif sseq < kseq then
         epoch, found = marker(sid, stamp, kseq + 1), 1
       else
-        epoch = marker(sid, slost, sseq + 1)
+        epoch = marker(sid, slost, sseq + 1, sborn)
       end
     end
   end
   redis.call('SET', key, epoch)
-  local _, lost_at = split(epoch)
-  return epoch, found, tonumber(lost_at)
+  local _, lost_at, _, born_at = split(epoch)
+  return epoch, found, tonumber(lost_at), tonumber(born_at)
 end
 
 -- name: claim
 -- KEYS[1] record, KEYS[2] epoch marker; ARGV fingerprint, now, lease_s, ttl_s, new_token,
--- gc_margin_s, known epoch, new epoch id.
--- Returns {outcome, token, result, fingerprint, epoch, found_loss, store_lost}.
+-- gc_margin_s, known epoch, new epoch id, newborn grace_s.
+-- Returns {outcome, token, result, fingerprint, epoch, found_loss, store_lost, store_new}.
 local fingerprint, token = ARGV[1], ARGV[5]
 local now, lease_s, ttl_s, margin = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
-local epoch, found, lost_at = advance_epoch(KEYS[2], ARGV[7], now, ARGV[8])
+local epoch, found, lost_at, born_at = advance_epoch(KEYS[2], ARGV[7], now, ARGV[8])
 local stored = redis.call('HMGET', KEYS[1], 'state', 'fingerprint', 'lease_until', 'forget_at')
 local state, stored_fp = stored[1], stored[2]
 if state and now >= tonumber(stored[4]) then
@@ -69,13 +70,13 @@ if state and now >= tonumber(stored[4]) then
 end
 if state then
   if stored_fp ~= fingerprint then
-    return {'conflict', false, false, stored_fp, epoch, found, 0}
+    return {'conflict', false, false, stored_fp, epoch, found, 0, 0}
   end
   if state == 'completed' then
-    return {'replay', false, redis.call('HGET', KEYS[1], 'result'), stored_fp, epoch, found, 0}
+    return {'replay', false, redis.call('HGET', KEYS[1], 'result'), stored_fp, epoch, found, 0, 0}
   end
   if now < tonumber(stored[3]) then
-    return {'in_progress', false, false, stored_fp, epoch, found, 0}
+    return {'in_progress', false, false, stored_fp, epoch, found, 0, 0}
   end
 end
 local outcome = state and 'takeover' or 'acquired'
@@ -86,7 +87,9 @@ redis.call('HSET', KEYS[1], 'state', 'in_flight', 'fingerprint', fingerprint, 't
   'lease_until', string.format('%.17g', lease_until), 'forget_at', string.format('%.17g', forget_at))
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
 local suspect = (outcome == 'acquired' and lost_at and now < lost_at + ttl_s) and 1 or 0
-return {outcome, token, false, fingerprint, epoch, found, suspect}
+local newborn = (outcome == 'acquired' and not lost_at and born_at
+  and now < born_at + tonumber(ARGV[9])) and 1 or 0
+return {outcome, token, false, fingerprint, epoch, found, suspect, newborn}
 
 -- name: complete
 -- KEYS[1] record, KEYS[2] epoch marker; ARGV token, result, now, ttl_s, gc_margin_s,
