@@ -47,6 +47,7 @@ COLUMNS = [
     ("lost", "lost"),
     ("refused_store_unavailable", "refused (store unavailable)"),
     ("store_lost_seen", "calls that saw the loss"),
+    ("store_new_seen", "calls new to the store"),
     ("reconciled", "reconciled by read-back"),
     ("promised", "promised 0/0"),
     ("seconds", "seconds"),

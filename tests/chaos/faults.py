@@ -79,9 +79,10 @@ class FaultRun:
     def counts(self) -> dict[str, Any]:
         counts = self.run.counts()
         statuses: dict[str, int] = {}
-        store_lost_seen = 0
+        store_lost_seen = store_new_seen = 0
         for seen in self.seen():
             store_lost_seen += seen["spans"]["store_lost"]
+            store_new_seen += seen["spans"].get("store_new", 0)
             for status, n in seen["statuses"].items():
                 statuses[status] = statuses.get(status, 0) + n
         counts.update(
@@ -90,7 +91,10 @@ class FaultRun:
             outages=self.outages,
             refused_store_unavailable=statuses.get("store_unavailable", 0),
             store_lost_seen=store_lost_seen,
+            store_new_seen=store_new_seen,
             unfinished=sum(report["unfinished"] for report in self.run.reports),
+            # A worker that died of an error, not of the supervisor's SIGKILL.
+            crashed=sum(1 for code in self.run.exitcodes if code not in (0, -signal.SIGKILL)),
             timeline="; ".join(self.timeline),
             seconds=round(self.seconds, 1),
         )

@@ -149,11 +149,16 @@ def open_store(
     if location.backend == "sqlite":
         store = _LoggedSQLiteStore(location.where)  # waits out a held lock (30 s busy timeout)
     else:
+        import redis
+
         from toolspan.tracer.store import RedisStore
 
         class _LoggedRedisStore(_ClaimLog, RedisStore):
             def _holder(self, key: str) -> str | None:
-                return _text(self._client.hget(self._record_key(key), "token"))
+                try:
+                    return _text(self._client.hget(self._record_key(key), "token"))
+                except redis.RedisError:  # the store went away meanwhile: no evidence
+                    return None
 
         store = _LoggedRedisStore(location.where, prefix=location.prefix, timeout_s=timeout_s)
     store.journal = journal
@@ -358,6 +363,7 @@ def _span_summary(spans: tuple[ReadableSpan, ...]) -> dict[str, Any]:
         "replayed": sum(1 for a in calls if a.get("toolspan.idempotency.replayed")),
         "reconciled": sum(1 for a in calls if a.get("toolspan.reconciled")),
         "store_lost": sum(1 for a in calls if a.get("toolspan.store.lost")),
+        "store_new": sum(1 for a in calls if a.get("toolspan.store.new")),
         "read_back": {
             str(a["gen_ai.tool.call.id"]): str(a["toolspan.read_back"])
             for a in calls
