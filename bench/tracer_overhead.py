@@ -33,7 +33,10 @@ everything, so only the on-thread cost is compared:
   whole ``ChatCompletion`` through ``integrations.openai.answer_chat``.
 
 Variants are interleaved in every repeat; the figure is the median of the
-repeats. ``--profile`` adds a cProfile breakdown of ``Executor.execute``.
+repeats. ``--profile`` adds a cProfile breakdown of ``Executor.execute``;
+``--gap`` where the executor's time beyond the floor's lives (the SDK calls
+each makes, bytecodes per call, wall time inside and outside the SDK, garbage
+collections).
 
     .venv/bin/python bench/tracer_overhead.py [--iterations 3000] [--repeats 9] [--cpu-time]
 """
@@ -59,6 +62,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolC
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Span as SdkSpan
+from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SimpleSpanProcessor,
@@ -514,6 +519,162 @@ def profile(iterations: int) -> None:
         print(f"{own:>7.2f} {cumulative:>7.2f}  {where}")
 
 
+def gap(iterations: int) -> None:
+    """Where the executor's extra time lives, next to the floor's: the SDK calls
+    each makes, the bytecodes each runs, the time inside the SDK and the
+    collections the garbage collector ran. A ``SimpleSpanProcessor`` (no export
+    thread to wait for the GIL) and wall time, so that a call's time splits
+    into the SDK's and the rest."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(DiscardingExporter()))
+    tracer = provider.get_tracer("bench")
+    shapes = executor_span_shapes()
+    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    variants = {
+        "floor": lambda: floor_call(tracer, shapes),
+        "executor": lambda: executor.execute(CALL),
+    }
+    calls: dict[str, list[Any]] = {label: [] for label in variants}
+    inside = [0]
+    recording: list[list[Any]] = []
+    originals = [
+        (owner, name, getattr(owner, name))
+        for owner, names in ((SdkTracer, ("start_span",)), (SdkSpan, _SDK_SPAN_CALLS))
+        for name in names
+    ]
+
+    def timed(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if recording:
+                # A None passed for a default (start_time, end_time) is the default.
+                shown = {k: v for k, v in kwargs.items() if v is not None and k != "context"}
+                recording[0].append((name, _sdk_arguments(args[1:]), _sdk_arguments(shown)))
+            started = time.perf_counter_ns()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                inside[0] += time.perf_counter_ns() - started
+
+        return call
+
+    bytecodes = _bytecodes(variants)
+    collections = _collections(variants, iterations)
+    for owner, name, original in originals:
+        setattr(owner, name, timed(name, original))
+    try:
+        for label, fn in variants.items():
+            fn()
+            recording.append(calls[label])
+            fn()
+            recording.clear()
+        same = calls["floor"] == calls["executor"]
+        verdict = "the same calls, arguments and attributes" if same else "DIFFERENT"
+        print(
+            f"\nSDK calls per call: floor {len(calls['floor'])}, executor "
+            f"{len(calls['executor'])} ({verdict})"
+        )
+        if not same:
+            for floor_call_, executor_call in zip(calls["floor"], calls["executor"], strict=False):
+                if floor_call_ != executor_call:
+                    print(f"  floor:    {floor_call_}\n  executor: {executor_call}")
+        print(
+            f"{'per call':<10} {'bytecodes':>32} {'wall us':>8} {'in SDK':>7} {'rest':>6}  gc 0/1/2"
+        )
+        for label, fn in variants.items():
+            totals, sdk = [], []
+            for _ in range(5):
+                inside[0] = 0
+                gc.collect()
+                started = time.perf_counter_ns()
+                for _ in range(iterations):
+                    fn()
+                totals.append((time.perf_counter_ns() - started) / iterations / 1000)
+                sdk.append(inside[0] / iterations / 1000)
+            total, in_sdk = statistics.median(totals), statistics.median(sdk)
+            print(
+                f"{label:<10} {bytecodes[label]:>32} {total:>8.2f} {in_sdk:>7.2f}"
+                f" {total - in_sdk:>6.2f}  {collections[label]}"
+            )
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+        provider.shutdown()
+
+
+_SDK_SPAN_CALLS = ("set_attribute", "set_attributes", "set_status", "add_event", "end")
+
+
+def _sdk_arguments(values: Any) -> Any:
+    """What an SDK call was given, comparable across the two variants: span
+    names and attribute dicts as they are, statuses by code, spans by name."""
+    if isinstance(values, dict):
+        return {key: _sdk_arguments(value) for key, value in values.items()}
+    if isinstance(values, tuple):
+        return tuple(_sdk_arguments(value) for value in values)
+    if isinstance(values, Status):
+        return values.status_code
+    if isinstance(values, SdkSpan):
+        return values.name
+    return values
+
+
+def _bytecodes(variants: dict[str, Callable[[], Any]]) -> dict[str, str]:
+    """Bytecodes one call runs (``sys.settrace`` opcode events), the SDK's and the rest."""
+    counted: dict[str, str] = {}
+    for label, fn in variants.items():
+        counts = _count_bytecodes(fn)
+        counted[label] = f"{counts['sdk']} OpenTelemetry + {counts['other']} other"
+    return counted
+
+
+def _collections(variants: dict[str, Callable[[], Any]], iterations: int) -> dict[str, str]:
+    """Garbage collections per 1000 calls by generation, with the benchmark's
+    ``BatchSpanProcessor`` (its queue keeps spans alive, so they age)."""
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
+    tracer = provider.get_tracer("bench")
+    shapes = executor_span_shapes()
+    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    batch_variants = {
+        "floor": lambda: floor_call(tracer, shapes),
+        "executor": lambda: executor.execute(CALL),
+    }
+    assert batch_variants.keys() == variants.keys()
+    counted: dict[str, str] = {}
+    for label, fn in batch_variants.items():
+        for _ in range(1000):
+            fn()
+        gc.collect()
+        before = [stats["collections"] for stats in gc.get_stats()]
+        for _ in range(5 * iterations):
+            fn()
+        after = [stats["collections"] for stats in gc.get_stats()]
+        counted[label] = "/".join(
+            f"{(b - a) * 1000 / (5 * iterations):.0f}" for a, b in zip(before, after, strict=True)
+        )
+        provider.force_flush()
+    provider.shutdown()
+    return counted
+
+
+def _count_bytecodes(fn: Callable[[], Any]) -> dict[str, int]:
+    counts = {"sdk": 0, "other": 0}
+
+    def trace_opcodes(frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            counts["sdk" if "opentelemetry" in frame.f_code.co_filename else "other"] += 1
+        return trace_opcodes
+
+    fn()
+    sys.settrace(trace_opcodes)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return counts
+
+
 def _profiled(fn: Callable[[], Any], iterations: int) -> dict[Any, Any]:
     for _ in range(500):
         fn()
@@ -556,6 +717,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--profile", action="store_true", help="add a cProfile breakdown")
     parser.add_argument(
+        "--gap",
+        action="store_true",
+        help="add where the executor's extra time lives: SDK calls, bytecodes, time in the SDK, gc",
+    )
+    parser.add_argument(
         "--cpu-time", action="store_true", help="time with this thread's CPU clock, not wall"
     )
     options = parser.parse_args(argv)
@@ -566,6 +732,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     report(variants, options.iterations, options.repeats)
     if options.profile:
         profile(options.iterations)
+    if options.gap:
+        gap(options.iterations)
 
 
 if __name__ == "__main__":
