@@ -45,13 +45,10 @@ DEFAULT_IN_MEMORY_LIMIT = "2GB"
 # refresh (derive.sql), then the findings.
 _DERIVE_CALLS = (
     "touched_traces",
-    "forget_touched_tool_spans",
     "extract_tool_spans",
-    "forget_touched_conversations",
-    "extract_conversations",
+    "trace_conversations",
     "forget_touched_calls",
     "forget_touched_attempts",
-    "trace_conversations",
     "insert_tool_calls",
     "insert_attempts",
     "forget_pending",

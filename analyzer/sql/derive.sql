@@ -17,36 +17,15 @@ CREATE OR REPLACE MACRO toolspan_side_effect(tool_name, declared, span_source) A
 CREATE OR REPLACE TEMP TABLE touched_traces AS
 SELECT DISTINCT trace_id FROM pending_traces;
 
--- name: forget_touched_conversations
-DELETE FROM trace_conversation_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
-
--- name: extract_conversations
--- Spans that carry a conversation id, from the stored spans of the touched
--- traces (extracted here, once per ingest, rather than per batch: DuckDB
--- copies an insert of less than a row group at commit).
-INSERT INTO trace_conversation_rows
-WITH conversation_span AS (
-    SELECT
-        trace_id, span_id,
-        coalesce(
-            _attribute(attribute_keys, attribute_vals, 'gen_ai.conversation.id'),
-            _attribute(attribute_keys, attribute_vals, 'session.id')) AS conversation_id
-    FROM span_rows
-    LEFT JOIN attribute_key_list USING (attribute_shape)
-    WHERE trace_id IN (SELECT trace_id FROM touched_traces)
-)
-SELECT trace_id, span_id, conversation_id
-FROM conversation_span
-WHERE conversation_id IS NOT NULL;
-
--- name: forget_touched_tool_spans
-DELETE FROM tool_span_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
-
 -- name: extract_tool_spans
 -- Tool spans of every instrumentation: toolspan call and attempt spans, GenAI
--- execute_tool spans, OpenInference TOOL spans. Message-history attributes are
--- never read: they repeat earlier turns.
-INSERT INTO tool_span_rows
+-- execute_tool spans, OpenInference TOOL spans, of the touched traces, with
+-- the attributes the views need extracted and the arguments/results
+-- fingerprinted (canonical JSON). Message-history attributes are never read:
+-- they repeat earlier turns. A temporary table: the refresh reads every span
+-- of a touched trace again anyway, so storing them (and deleting them for the
+-- next refresh) only cost time.
+CREATE OR REPLACE TEMP TABLE touched_tool_spans AS
 WITH tool_span_list AS (
     SELECT *
     FROM span_rows
@@ -119,11 +98,22 @@ DELETE FROM tool_call_rows WHERE trace_id IN (SELECT trace_id FROM touched_trace
 DELETE FROM attempt_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
 
 -- name: trace_conversations
--- A trace's conversation, for tool spans that do not carry one themselves.
+-- A trace's conversation, for tool spans that do not carry one themselves:
+-- from any span of the trace (the agent span often carries it).
 CREATE OR REPLACE TEMP TABLE touched_conversations AS
+WITH conversation_span AS (
+    SELECT
+        trace_id,
+        coalesce(
+            _attribute(attribute_keys, attribute_vals, 'gen_ai.conversation.id'),
+            _attribute(attribute_keys, attribute_vals, 'session.id')) AS conversation_id
+    FROM span_rows
+    LEFT JOIN attribute_key_list USING (attribute_shape)
+    WHERE trace_id IN (SELECT trace_id FROM touched_traces)
+)
 SELECT trace_id, min(conversation_id) AS conversation_id
-FROM trace_conversation_rows
-WHERE trace_id IN (SELECT trace_id FROM touched_traces)
+FROM conversation_span
+WHERE conversation_id IS NOT NULL
 GROUP BY trace_id;
 
 -- name: insert_tool_calls
@@ -134,7 +124,7 @@ WITH call_key AS (
     SELECT
         trace_id, span_id, parent_span_id, call_id, tool,
         CASE source WHEN 'toolspan' THEN 3 WHEN 'genai' THEN 2 ELSE 1 END AS richness
-    FROM tool_span_rows
+    FROM touched_tool_spans
     WHERE source <> 'attempt' AND trace_id IN (SELECT trace_id FROM touched_traces)
 ),
 -- The same call seen by two instrumentations (e.g. Pydantic AI's execute_tool
@@ -164,7 +154,7 @@ dominated AS (
 ),
 attempt_count AS (
     SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts
-    FROM tool_span_rows
+    FROM touched_tool_spans
     WHERE source = 'attempt' AND trace_id IN (SELECT trace_id FROM touched_traces)
     GROUP BY ALL
 ),
@@ -175,7 +165,7 @@ call AS (
         toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
         coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,
         coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
-    FROM tool_span_rows AS c
+    FROM touched_tool_spans AS c
     LEFT JOIN touched_conversations AS tc USING (trace_id)
     LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
     WHERE c.source <> 'attempt'
@@ -204,7 +194,7 @@ SELECT
     coalesce(a.conversation_attr, tc.conversation_id, a.trace_id) AS conversation_id,
     a.tool, a.attempt, a.outcome, a.delay_s, a.elapsed_wait_s, a.error_type, a.http_status,
     a.status_code, a.start_time, a.end_time, a.duration_ms, a.read_back
-FROM tool_span_rows AS a
+FROM touched_tool_spans AS a
 LEFT JOIN touched_conversations AS tc USING (trace_id)
 WHERE a.source = 'attempt' AND a.trace_id IN (SELECT trace_id FROM touched_traces);
 
