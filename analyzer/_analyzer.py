@@ -29,7 +29,7 @@ Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 # DuckDB's own default is 80% of the machine's RAM; past this budget its
 # operators (joins, sorts, aggregates, the in-memory database itself) spill to
 # the temp directory instead, so memory is bounded by the setting, not the input.
@@ -612,7 +612,9 @@ class Analyzer:
                 duplicates = self._execute(_statement("ingest", "duplicate_spans")).fetchone()
                 if duplicates and duplicates[0]:
                     self._execute(_statement("ingest", "deduplicate_stage"))
-                for name in ("insert_spans", "remember_pending_traces"):
+                known = self._count("count_known_traces")
+                insert = "insert_spans" if known else "insert_new_spans"
+                for name in (insert, "remember_stored_traces", "remember_pending_traces"):
                     self._execute(_statement("ingest", name))
                 self._remember_files(read)
         finally:

@@ -53,6 +53,11 @@ CREATE TABLE IF NOT EXISTS attribute_shapes (shape UBIGINT PRIMARY KEY, keys VAR
 CREATE OR REPLACE VIEW attribute_key_list AS
 SELECT shape AS attribute_shape, keys AS attribute_keys FROM attribute_shapes;
 
+-- name: stored_traces
+-- Every trace with spans in span_rows, once: a batch whose traces are all new
+-- is stored without reading span_rows (ingest.sql, insert_new_spans).
+CREATE TABLE IF NOT EXISTS stored_traces (trace_id VARCHAR NOT NULL);
+
 -- name: pending_traces
 -- Traces ingested since tool_call_rows, attempt_rows and finding_rows were
 -- last brought up to date: filled with each batch, emptied by the refresh at

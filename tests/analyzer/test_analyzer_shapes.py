@@ -204,3 +204,28 @@ def test_tool_calls_read_attributes_through_shapes(tmp_path: Path, case: str) ->
         az.ingest([path])
         rows = az.query("SELECT span_id, tool, conversation_id FROM tool_calls").rows
         assert rows == [(span_hex(call), "create_refund", "c1")]
+
+
+@pytest.mark.parametrize("one_ingest", [True, False])
+def test_spans_of_a_stored_trace_are_added_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_ingest: bool
+) -> None:
+    """A batch whose traces are all new is stored without looking for its spans
+    among the stored ones; a batch with a stored trace still is deduplicated."""
+    ids = [f"{n:016x}" for n in range(1, 6)]
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_bytes(_line(*(_span(i) for i in ids[:3])))
+    second.write_bytes(_line(*(_span(i) for i in ids[1:])))
+    new = tmp_path / "new.jsonl"
+    new.write_bytes(_line({**_span(ids[0]), "traceId": "ff" * 16}))
+    # One file per batch: the second batch holds a trace stored by the first.
+    monkeypatch.setattr("toolspan.analyzer._analyzer.BATCH_BYTES", 1)
+    with Analyzer() as az:
+        if one_ingest:
+            assert az.ingest([first, second, new]).spans == 6
+        else:
+            assert az.ingest([first]).spans == 3
+            assert az.ingest([second]).spans == 2
+            assert az.ingest([new]).spans == 1
+        rows = az.query("SELECT trace_id, span_id, name FROM spans ORDER BY ALL").rows
+        assert rows == sorted([(TRACE, i, i) for i in ids] + [("ff" * 16, ids[0], ids[0])])
