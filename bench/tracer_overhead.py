@@ -527,13 +527,7 @@ def gap(iterations: int) -> None:
     into the SDK's and the rest."""
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(DiscardingExporter()))
-    tracer = provider.get_tracer("bench")
-    shapes = executor_span_shapes()
-    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
-    variants = {
-        "floor": lambda: floor_call(tracer, shapes),
-        "executor": lambda: executor.execute(CALL),
-    }
+    variants = _gap_variants(provider)
     calls: dict[str, list[Any]] = {label: [] for label in variants}
     inside = [0]
     recording: list[list[Any]] = []
@@ -601,6 +595,17 @@ def gap(iterations: int) -> None:
         provider.shutdown()
 
 
+def _gap_variants(provider: TracerProvider) -> dict[str, Callable[[], Any]]:
+    """The floor and the executor, both on ``provider``: what ``--gap`` compares."""
+    tracer = provider.get_tracer("bench")
+    shapes = executor_span_shapes()
+    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    return {
+        "floor": lambda: floor_call(tracer, shapes),
+        "executor": lambda: executor.execute(CALL),
+    }
+
+
 _SDK_SPAN_CALLS = ("set_attribute", "set_attributes", "set_status", "add_event", "end")
 
 
@@ -632,13 +637,7 @@ def _collections(variants: dict[str, Callable[[], Any]], iterations: int) -> dic
     ``BatchSpanProcessor`` (its queue keeps spans alive, so they age)."""
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
-    tracer = provider.get_tracer("bench")
-    shapes = executor_span_shapes()
-    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
-    batch_variants = {
-        "floor": lambda: floor_call(tracer, shapes),
-        "executor": lambda: executor.execute(CALL),
-    }
+    batch_variants = _gap_variants(provider)
     assert batch_variants.keys() == variants.keys()
     counted: dict[str, str] = {}
     for label, fn in batch_variants.items():

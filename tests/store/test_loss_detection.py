@@ -11,7 +11,9 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -195,32 +197,34 @@ def _copy_over(source: Path, target: Path) -> None:
         src.backup(dst)
 
 
-@pytest.mark.slow
-def test_a_redis_restart_without_persistence_is_noticed(clock: FakeClock) -> None:
+@contextmanager
+def _restarted(persistence: str, clock: FakeClock) -> Iterator[tuple[RedisServer, Any]]:
+    """A Redis store that completed ``charge-1``, its server SIGKILLed and restarted."""
     from toolspan.tracer.store import RedisStore
 
-    with RedisServer(persistence="none") as server:
+    with RedisServer(persistence=persistence) as server:  # type: ignore[arg-type]
         store = RedisStore(server.url, clock=clock)
         _complete(store, "charge-1")
         server.kill()
         server.restart()
+        try:
+            yield server, store
+        finally:
+            store.close()
+
+
+@pytest.mark.slow
+def test_a_redis_restart_without_persistence_is_noticed(clock: FakeClock) -> None:
+    with _restarted("none", clock) as (_, store):
         claim = store.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
         assert (claim.outcome, claim.store_lost) == ("acquired", True)
-        store.close()
 
 
 @pytest.mark.slow
 def test_a_redis_restart_with_fsync_always_keeps_everything(clock: FakeClock) -> None:
-    from toolspan.tracer.store import RedisStore
-
-    with RedisServer(persistence="always") as server:
-        store = RedisStore(server.url, clock=clock)
-        _complete(store, "charge-1")
-        server.kill()
-        server.restart()
+    with _restarted("always", clock) as (_, store):
         claim = store.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
         assert (claim.outcome, claim.store_lost) == ("replay", False)
-        store.close()
 
 
 @pytest.mark.slow
@@ -230,11 +234,7 @@ def test_a_redis_restart_first_met_by_a_new_worker_is_suspect(clock: FakeClock) 
     # say so (read back first); the old worker's next claim then finds the loss.
     from toolspan.tracer.store import RedisStore
 
-    with RedisServer(persistence="none") as server:
-        old = RedisStore(server.url, clock=clock)
-        _complete(old, "charge-1")
-        server.kill()
-        server.restart()
+    with _restarted("none", clock) as (server, old):
         new = RedisStore(server.url, clock=clock)
         first = new.claim("charge-1", "fp", lease_s=5, ttl_s=TTL)
         assert (first.outcome, first.store_lost, first.store_new) == ("acquired", False, True)
@@ -244,7 +244,6 @@ def test_a_redis_restart_first_met_by_a_new_worker_is_suspect(clock: FakeClock) 
         clock.advance(TTL + 1)
         late = new.claim("charge-4", "fp", lease_s=5, ttl_s=TTL)
         assert not (late.store_lost or late.store_new)
-        old.close()
         new.close()
 
 
