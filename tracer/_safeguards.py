@@ -115,15 +115,18 @@ class Safeguards:
             self.complete(key, token, result)
             return
         if effect_unknown:
-            # Never drop a failed write silently: whoever runs this key next reads back.
+            # Never drop a failed write silently: whoever runs this key next reads back,
+            # and the key keeps its arguments, so a reuse with other ones is a conflict.
             self.mark_effect_unknown(key, call_id)
+            self.store.lapse(key, token)
+            return
         self.release(key, token)
 
     def abandon(self, key: str, token: str, call_id: str) -> None:
         """After a crash: the write may have happened, so read back next time."""
         try:
             self.mark_effect_unknown(key, call_id)
-            self.release(key, token)
+            self.store.lapse(key, token)
         except StoreError:
             _log.warning("could not release idempotency key after a crash")
 

@@ -72,6 +72,20 @@ def test_release_forgets_a_failure_so_a_later_attempt_may_run(store: Idempotency
     assert again.token != token
 
 
+def test_lapse_ends_the_lease_now_and_keeps_the_arguments(store: IdempotencyStore) -> None:
+    # A write whose outcome is unknown: the next claim reads back (a takeover), and a
+    # reuse with other arguments stays a conflict, with no time passing at all.
+    token = acquire(store)
+    store.lapse("order-17", "not-the-token")
+    assert claim(store).outcome == "in_progress", "a stranger's lapse changes nothing"
+    store.lapse("order-17", token)
+    assert claim(store, fingerprint="fp-b") == Claim("conflict", None, None, "fp-a")
+    takeover = claim(store)
+    assert takeover.outcome == "takeover" and takeover.token not in (None, token)
+    store.lapse("order-17", token)  # the old owner lost the key: nothing happens
+    assert claim(store).outcome == "in_progress"
+
+
 def test_lease_expiry_hands_the_key_over_with_a_fresh_token(
     store: IdempotencyStore, clock: FakeClock
 ) -> None:

@@ -159,6 +159,56 @@ def test_after_a_loss_a_reused_key_does_not_bind_its_arguments(
     assert [spans.attrs(s)["toolspan.store.lost"] for s in spans.calls()[-2:]] == [True, True]
 
 
+@pytest.mark.parametrize("declare", [{"read_back": True}, {"idempotent": True}])
+def test_after_an_unknown_outcome_a_reuse_with_other_arguments_is_a_conflict(
+    spans: Spans, declare: dict[str, Any]
+) -> None:
+    # The charge committed but no response came back, and nothing could tell (the
+    # read-back failed too). The key keeps its arguments: a reuse with other ones is
+    # refused (it used to run or read back, and bind the key to the reuse's arguments).
+    ledger = Ledger()
+    down = [True]
+
+    def charge(order_id: str, amount: int) -> dict[str, Any]:
+        answer = ledger.charge(order_id)
+        if down[0]:
+            raise TimeoutError("response lost")
+        return answer
+
+    def status(order_id: str, amount: int) -> dict[str, Any] | None:
+        if down[0]:
+            raise ConnectionError("status endpoint down")
+        return ledger.status(order_id)
+
+    tool = Tool(
+        "charge",
+        charge,
+        side_effect="write",
+        idempotent=declare.get("idempotent", False),
+        read_back=status if declare.get("read_back") else None,
+    )
+    executor = _executor(spans, [tool], MemoryStore(), max_attempts_per_action=None)
+
+    def call(amount: int, call_id: str) -> ToolCall:
+        return ToolCall(
+            "charge",
+            call_id,
+            {"order_id": "A-1", "amount": amount},
+            conversation_id=call_id,
+            idempotency_key="charge:A-1",
+        )
+
+    first = executor.execute(call(100, "c1"))
+    assert not first.ok and first.error_code in ("unknown_outcome", "timeout")
+    down[0] = False
+    reuse = executor.execute(call(999, "c2"))
+    assert reuse.status == "idempotency_conflict" and reuse.attempts == 0
+    again = executor.execute(call(100, "c3"))
+    assert again.ok
+    if declare.get("read_back"):
+        assert again.reconciled and ledger.charges == ["A-1"]
+
+
 # -- an unreachable Redis ---------------------------------------------------------------
 
 

@@ -81,6 +81,9 @@ class CheckedStore(ABC):
             rules.check_seconds("lease_s", lease_s),
         )
 
+    def lapse(self, key: str, token: str) -> None:
+        self._lapse(rules.check_name("key", key), rules.check_name("token", token))
+
     def incr(self, name: str, *, ttl_s: float, by: int = 1) -> int:
         return self._incr(
             rules.check_name("name", name), rules.check_by(by), rules.check_seconds("ttl_s", ttl_s)
@@ -123,6 +126,9 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _extend(self, key: str, token: str, lease_s: float) -> bool: ...
+
+    @abstractmethod
+    def _lapse(self, key: str, token: str) -> None: ...
 
     @abstractmethod
     def _incr(self, name: str, by: int, ttl_s: float) -> int: ...
@@ -236,6 +242,12 @@ class RuleStore(CheckedStore):
             if record is not None:
                 self._save_record(key, record)
             return record is not None
+
+    def _lapse(self, key: str, token: str) -> None:
+        with self._critical():
+            record = rules.lapse(self._load_record(key), token, now=self._clock())
+            if record is not None:
+                self._save_record(key, record)
 
     def _incr(self, name: str, by: int, ttl_s: float) -> int:
         with self._critical():

@@ -70,7 +70,8 @@ class IdempotencyStore(Protocol):
 
     A completed record is forgotten ``ttl_s`` after `complete`; an abandoned in-flight
     record ``ttl_s`` after its lease ran out (until then it answers ``takeover``, so
-    the unknown outcome of a dead worker is never silently dropped).
+    the unknown outcome of a dead worker is never silently dropped). `lapse` ends a
+    live owner's lease at once, for the same reason.
 
     Guard state (``incr``, ``record_answer``, ``put``) lives in its own namespace: a
     name holds one kind of state, and every write sets its expiry to ``now + ttl_s``.
@@ -91,6 +92,14 @@ class IdempotencyStore(Protocol):
 
     def extend(self, key: str, token: str, *, lease_s: float) -> bool:
         """Renew the lease to ``now + lease_s`` while a slow call runs; False if not owner."""
+        ...
+
+    def lapse(self, key: str, token: str) -> None:
+        """End the lease now but keep the in-flight record if ``token`` owns it.
+
+        For a write whose outcome is unknown: the next claim with the same arguments
+        is a ``takeover`` (read back first), one with other arguments a ``conflict``,
+        as for a worker that died holding the key."""
         ...
 
     def incr(self, name: str, *, ttl_s: float, by: int = 1) -> int:

@@ -159,6 +159,9 @@ class RedisStore(CheckedStore):
     def _release(self, key: str, token: str) -> None:
         self._script("release", self._record_key(key), token, self._clock())
 
+    def _lapse(self, key: str, token: str) -> None:
+        self._script("lapse", self._record_key(key), token, self._clock(), _GC_MARGIN_S)
+
     def _extend(self, key: str, token: str, lease_s: float) -> bool:
         args = (token, self._clock(), lease_s, _GC_MARGIN_S)
         return bool(self._script("extend", self._record_key(key), *args))
