@@ -141,6 +141,7 @@ class Run:
         "attempt",
         "attempt_span",
         "base_attributes",
+        "binds",
         "call",
         "call_identity",
         "call_token",
@@ -149,7 +150,6 @@ class Run:
         "error",
         "fn",
         "keeper",
-        "keeps_result",
         "plan",
         "safe_to_repeat",
         "span",
@@ -166,9 +166,9 @@ class Run:
         # tracking ("tool:args_hash"), and the idempotency claim this run holds.
         self.call_identity = ""
         self.claim_token: str | None = None
-        # False when the result may not be this call's own effect: it is not stored
-        # under the key then (see ``Core._claim``, after a store loss).
-        self.keeps_result = True
+        # False when the claim's arguments may not be the key's (the store lost its
+        # record): its outcome is then not kept under them (see ``Core._claim``).
+        self.binds = True
         # The last classified failure (the read-back and the claim need it).
         self.error: ToolError | None = None
         # While an attempt runs: what ``Core._leave`` undoes.
@@ -744,9 +744,9 @@ class Core:
             run.span.set_attribute(attr.STORE_LOST, True)
             # The store forgot this key's arguments: an effect found by the read-back
             # (or deduplicated by a keyed service) may come from a call with other
-            # arguments, so its result is not stored under this call's fingerprint;
-            # the next call of the key asks the service again.
-            run.keeps_result = False
+            # arguments, so neither a result nor an unknown outcome is kept under this
+            # call's fingerprint; the next call of the key asks the service again.
+            run.binds = False
             if run.tool.read_back is None and not run.tool.idempotent:
                 return self._failed(
                     run,
@@ -762,7 +762,7 @@ class Core:
             # A store that looks new may have restarted empty before a worker that knew
             # it noticed: read back first; an effect found may be a forgotten one.
             run.span.set_attribute(attr.STORE_NEW, True)
-            run.keeps_result = False
+            run.binds = False
         run.span.set_attribute(attr.READ_BACK, "required")
         if run.tool.read_back is None:
             return self._reconcile(run, _SKIPPED)
@@ -809,7 +809,7 @@ class Core:
                 "unknown_outcome",
                 "the read-back failed, so the earlier run's outcome stays unknown",
             )
-        run.keeps_result = True  # absent: what runs now is this call's own effect
+        run.binds = True  # absent: what runs now is this call's own effect
         return self._spend_attempt(guards, run)
 
     def _spend_attempt(self, guards: Safeguards, run: Run) -> Action:
@@ -889,9 +889,10 @@ class Core:
                     call.idempotency_key,
                     token,
                     call.call_id,
-                    result=encoded if run.keeps_result and not result.replayed else None,
+                    result=None if result.replayed else encoded,
                     effect_unknown=last_code in AMBIGUOUS_CODES
                     or result.error_code == "unknown_outcome",
+                    binds=run.binds,
                 )
             if run.call_identity:
                 answer = result_hash if result.ok else (result.error_code or result.status)

@@ -107,19 +107,30 @@ class Safeguards:
         self.store.release(key, token)
 
     def settle(
-        self, key: str, token: str, call_id: str, *, result: bytes | None, effect_unknown: bool
+        self,
+        key: str,
+        token: str,
+        call_id: str,
+        *,
+        result: bytes | None,
+        effect_unknown: bool,
+        binds: bool = True,
     ) -> None:
-        """Settle a claim: complete it with ``result``, or release it, marking
-        its effect unknown first when the write may have happened."""
-        if result is not None:
+        """Settle a claim: complete it with ``result``, or give it up, marking its
+        effect unknown first when the write may have happened.
+
+        ``binds=False``: the claim's arguments may not be the key's (the store lost
+        its record), so nothing is kept under them: the claim is released."""
+        if result is not None and binds:
             self.complete(key, token, result)
             return
         if effect_unknown:
-            # Never drop a failed write silently: whoever runs this key next reads back,
-            # and the key keeps its arguments, so a reuse with other ones is a conflict.
+            # Never drop a failed write silently: whoever runs this key next reads back.
             self.mark_effect_unknown(key, call_id)
-            self.store.lapse(key, token)
-            return
+            if binds:
+                # The key keeps its arguments: a reuse with other ones is a conflict.
+                self.store.lapse(key, token)
+                return
         self.release(key, token)
 
     def abandon(self, key: str, token: str, call_id: str) -> None:

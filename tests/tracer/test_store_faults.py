@@ -209,6 +209,39 @@ def test_after_an_unknown_outcome_a_reuse_with_other_arguments_is_a_conflict(
         assert again.reconciled and ledger.charges == ["A-1"]
 
 
+def test_after_a_loss_an_unknown_outcome_does_not_bind_the_key_either(spans: Spans) -> None:
+    # A reuse with other arguments claimed after the loss, sent under its key, and got
+    # no answer: its record would hold arguments the key may never have run with.
+    ledger = Ledger()
+    down = [False]
+
+    def charge(order_id: str, amount: int) -> dict[str, Any]:
+        answer = ledger.charge(order_id)  # the service dedupes by key; this fake counts
+        if down[0]:
+            raise TimeoutError("response lost")
+        return answer
+
+    tool = Tool("charge", charge, side_effect="write", idempotent=True)
+    store = MemoryStore()
+    executor = _executor(spans, [tool], store, max_attempts_per_action=None)
+
+    def call(amount: int, call_id: str) -> ToolCall:
+        return ToolCall(
+            "charge",
+            call_id,
+            {"order_id": "A-1", "amount": amount},
+            conversation_id=call_id,
+            idempotency_key="charge:A-1",
+        )
+
+    assert executor.execute(call(100, "c1")).ok
+    _lose_everything(store)
+    down[0] = True
+    assert not executor.execute(call(999, "c2")).ok
+    down[0] = False
+    assert executor.execute(call(100, "c3")).status == "succeeded"
+
+
 # -- an unreachable Redis ---------------------------------------------------------------
 
 
