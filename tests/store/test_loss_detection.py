@@ -259,3 +259,20 @@ def test_a_new_redis_is_suspect_only_for_the_grace(clock: FakeClock) -> None:
         claim = store.claim("b", "fp", lease_s=5, ttl_s=TTL)
         assert (claim.outcome, claim.store_lost, claim.store_new) == ("acquired", False, False)
         store.close()
+
+
+def test_a_claim_made_after_a_loss_locks_no_arguments_out(
+    backend: Backend, clock: FakeClock
+) -> None:
+    # A reuse of the key with other arguments, claimed after the loss, whose worker died
+    # in flight: the store does not know the key's arguments, so its record conflicts
+    # with none; the original arguments take it over (and read back) once its lease ran out.
+    new, lose = backend
+    worker = new()
+    _complete(worker, "charge-1")
+    lose()
+    reuse = worker.claim("charge-1", "fp-other", lease_s=5, ttl_s=TTL)
+    assert (reuse.outcome, reuse.store_lost) == ("acquired", True)
+    assert worker.claim("charge-1", "fp", lease_s=5, ttl_s=TTL).outcome == "in_progress"
+    clock.advance(5)
+    assert worker.claim("charge-1", "fp", lease_s=5, ttl_s=TTL).outcome == "takeover"

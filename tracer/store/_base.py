@@ -212,11 +212,12 @@ class RuleStore(CheckedStore):
                 lease_s=lease_s,
                 ttl_s=ttl_s,
                 new_token=new_token(),
+                suspect=epoch.suspects(now, ttl_s),
             )
             if record is not None:
                 self._save_record(key, record)
-            if decided.outcome == "acquired" and epoch.suspects(now, ttl_s):
-                return replace(decided, store_lost=True)
+            if decided.store_lost:
+                return decided
             if decided.outcome == "acquired" and epoch.newborn(now, self._newborn_grace_s):
                 return replace(decided, store_new=True)
             return decided

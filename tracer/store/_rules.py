@@ -76,6 +76,12 @@ def _in_flight(
     return IdempotencyRecord(fingerprint, IN_FLIGHT, token, lease_until, lease_until + ttl_s, None)
 
 
+# The fingerprint of a record claimed while the store is suspect of a loss: the key's
+# arguments are unknown, so the record conflicts with none (a reuse claimed then that
+# dies in flight must not lock the key's original arguments out until its TTL).
+ANY_FINGERPRINT: Final = "*"
+
+
 def claim(
     stored: IdempotencyRecord | None,
     fingerprint: str,
@@ -84,13 +90,18 @@ def claim(
     lease_s: float,
     ttl_s: float,
     new_token: str,
+    suspect: bool = False,
 ) -> tuple[Claim, IdempotencyRecord | None]:
-    """The claim outcome and the record to write (None: leave the stored one as is)."""
+    """The claim outcome and the record to write (None: leave the stored one as is).
+
+    ``suspect``: the store may have lost this key (an acquired record then holds
+    `ANY_FINGERPRINT`, and the claim says ``store_lost``)."""
     record = live(stored, now)
     if record is None:
-        fresh = _in_flight(fingerprint, new_token, now, lease_s, ttl_s)
-        return Claim("acquired", new_token, None, fingerprint), fresh
-    if record.fingerprint != fingerprint:
+        kept = ANY_FINGERPRINT if suspect else fingerprint
+        fresh = _in_flight(kept, new_token, now, lease_s, ttl_s)
+        return Claim("acquired", new_token, None, fingerprint, store_lost=suspect), fresh
+    if record.fingerprint not in (fingerprint, ANY_FINGERPRINT):
         return Claim("conflict", None, None, record.fingerprint), None
     if record.state == COMPLETED:
         return Claim("replay", None, record.result, fingerprint), None

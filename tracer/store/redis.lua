@@ -69,7 +69,8 @@ if state and now >= tonumber(stored[4]) then
   state = false
 end
 if state then
-  if stored_fp ~= fingerprint then
+  -- '*': claimed while the store was suspect of a loss; it conflicts with nobody
+  if stored_fp ~= fingerprint and stored_fp ~= '*' then
     return {'conflict', false, false, stored_fp, epoch, found, 0, 0}
   end
   if state == 'completed' then
@@ -82,11 +83,12 @@ end
 local outcome = state and 'takeover' or 'acquired'
 local lease_until = now + lease_s
 local forget_at = lease_until + ttl_s
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'state', 'in_flight', 'fingerprint', fingerprint, 'token', token,
-  'lease_until', string.format('%.17g', lease_until), 'forget_at', string.format('%.17g', forget_at))
-redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
 local suspect = (outcome == 'acquired' and lost_at and now < lost_at + ttl_s) and 1 or 0
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'in_flight', 'fingerprint', suspect == 1 and '*' or fingerprint,
+  'token', token, 'lease_until', string.format('%.17g', lease_until),
+  'forget_at', string.format('%.17g', forget_at))
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
 local newborn = (outcome == 'acquired' and not lost_at and born_at
   and now < born_at + tonumber(ARGV[9])) and 1 or 0
 return {outcome, token, false, fingerprint, epoch, found, suspect, newborn}
