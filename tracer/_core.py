@@ -756,12 +756,14 @@ class Core:
                     "a replaced store), so this action may already have completed; the tool "
                     "declares no read-back: nothing was executed",
                 )
+        new = claim.store_new and guards.detect_store_loss
+        if new:
+            run.span.set_attribute(attr.STORE_NEW, True)
         if not lost and not guards.must_read_back(key, claim):
-            if not (claim.store_new and guards.detect_store_loss and run.tool.read_back):
+            if not (new and run.tool.read_back):
                 return self._spend_attempt(guards, run)
             # A store that looks new may have restarted empty before a worker that knew
             # it noticed: read back first; an effect found may be a forgotten one.
-            run.span.set_attribute(attr.STORE_NEW, True)
             run.binds = False
         run.span.set_attribute(attr.READ_BACK, "required")
         if run.tool.read_back is None:
