@@ -425,6 +425,7 @@ class Analyzer:
         empty.touch()
         self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
         self._execute(_statement("ingest", "check_stage_macro"))
+        self._execute(_statement("ingest", "staged_spans_macro"))
         # Cut-off .zst files read "fine" up to the cut: send them the slow way,
         # which keeps the lines before the cut and reports the damage.
         cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]

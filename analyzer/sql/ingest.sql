@@ -92,6 +92,20 @@ CREATE OR REPLACE TEMP MACRO toolspan_span_ok(trace_id, span_id, keys_ok, times_
 CREATE OR REPLACE TEMP MACRO toolspan_keys_ok(keys) AS
     list_unique(keys) IS NOT DISTINCT FROM len(keys);
 
+-- name: staged_spans_macro
+-- The batch's spans as span_rows stores them (both inserts below select them).
+CREATE OR REPLACE TEMP MACRO toolspan_staged_spans() AS TABLE
+SELECT
+    trace_id, span_id, parent_span_id, name, kind,
+    make_timestamp(start_ns // 1000) AS start_time,
+    make_timestamp(end_ns // 1000) AS end_time,
+    -- HUGEINT: the difference of two valid BIGINT times can overflow a BIGINT.
+    (end_ns::HUGEINT - start_ns) / 1e6 AS duration_ms,
+    status_code, status_message, service_name, scope_name, attribute_shape, attribute_vals,
+    source_file
+FROM stage
+WHERE has_span;
+
 -- name: unstage_bad_spans
 -- The invalid spans of a line staged unchecked (too deeply nested for the line
 -- checker; read with slow := true, so each row holds its own key list);
@@ -153,17 +167,7 @@ SELECT count(*) FROM (SELECT DISTINCT trace_id FROM stage WHERE has_span) SEMI J
 -- name: insert_new_spans
 -- The batch's spans when none of its traces is stored yet (the usual case):
 -- no span can be there already, so span_rows is not read at all.
-INSERT INTO span_rows
-SELECT
-    trace_id, span_id, parent_span_id, name, kind,
-    make_timestamp(start_ns // 1000) AS start_time,
-    make_timestamp(end_ns // 1000) AS end_time,
-    -- HUGEINT: the difference of two valid BIGINT times can overflow a BIGINT.
-    (end_ns::HUGEINT - start_ns) / 1e6 AS duration_ms,
-    status_code, status_message, service_name, scope_name, attribute_shape, attribute_vals,
-    source_file
-FROM stage
-WHERE has_span;
+INSERT INTO span_rows SELECT * FROM toolspan_staged_spans();
 
 -- name: insert_spans
 -- The batch's spans not stored already, when some of its traces are. An ANTI
@@ -179,16 +183,9 @@ WITH known AS (
 stored AS (
     SELECT trace_id, span_id FROM span_rows SEMI JOIN known USING (trace_id)
 )
-SELECT
-    trace_id, span_id, parent_span_id, name, kind,
-    make_timestamp(start_ns // 1000) AS start_time,
-    make_timestamp(end_ns // 1000) AS end_time,
-    (end_ns::HUGEINT - start_ns) / 1e6 AS duration_ms,
-    status_code, status_message, service_name, scope_name, attribute_shape, attribute_vals,
-    source_file
-FROM stage AS s
-ANTI JOIN stored AS r USING (trace_id, span_id)
-WHERE has_span;
+SELECT s.*
+FROM toolspan_staged_spans() AS s
+ANTI JOIN stored AS r USING (trace_id, span_id);
 
 -- name: remember_stored_traces
 INSERT INTO stored_traces

@@ -60,6 +60,18 @@ def _charge(order_id: str = "A-1", call_id: str = "c1") -> ToolCall:
     )
 
 
+def _charge_of(amount: int, call_id: str) -> ToolCall:
+    """A charge of order A-1 for ``amount``, under the order's key: another amount is
+    a reuse of the key with other arguments."""
+    return ToolCall(
+        "charge",
+        call_id,
+        {"order_id": "A-1", "amount": amount},
+        conversation_id=call_id,
+        idempotency_key="charge:A-1",
+    )
+
+
 def _lose_everything(store: MemoryStore) -> None:
     store._records.clear()
     store._guards.clear()
@@ -139,19 +151,10 @@ def test_after_a_loss_a_reused_key_does_not_bind_its_arguments(
     store = MemoryStore()
     executor = _executor(spans, [tool], store)
 
-    def charge(amount: int, call_id: str) -> ToolCall:
-        return ToolCall(
-            "charge",
-            call_id,
-            {"order_id": "A-1", "amount": amount},
-            conversation_id=call_id,
-            idempotency_key="charge:A-1",
-        )
-
-    assert executor.execute(charge(100, "c1")).ok
+    assert executor.execute(_charge_of(100, "c1")).ok
     _lose_everything(store)
-    reuse = executor.execute(charge(999, "c2"))
-    again = executor.execute(charge(100, "c3"))
+    reuse = executor.execute(_charge_of(999, "c2"))
+    again = executor.execute(_charge_of(100, "c3"))
     assert (reuse.status, again.status) == ("succeeded", "succeeded")
     if declare.get("read_back"):
         assert reuse.reconciled and again.reconciled
@@ -189,21 +192,12 @@ def test_after_an_unknown_outcome_a_reuse_with_other_arguments_is_a_conflict(
     )
     executor = _executor(spans, [tool], MemoryStore(), max_attempts_per_action=None)
 
-    def call(amount: int, call_id: str) -> ToolCall:
-        return ToolCall(
-            "charge",
-            call_id,
-            {"order_id": "A-1", "amount": amount},
-            conversation_id=call_id,
-            idempotency_key="charge:A-1",
-        )
-
-    first = executor.execute(call(100, "c1"))
+    first = executor.execute(_charge_of(100, "c1"))
     assert not first.ok and first.error_code in ("unknown_outcome", "timeout")
     down[0] = False
-    reuse = executor.execute(call(999, "c2"))
+    reuse = executor.execute(_charge_of(999, "c2"))
     assert reuse.status == "idempotency_conflict" and reuse.attempts == 0
-    again = executor.execute(call(100, "c3"))
+    again = executor.execute(_charge_of(100, "c3"))
     assert again.ok
     if declare.get("read_back"):
         assert again.reconciled and ledger.charges == ["A-1"]
@@ -225,21 +219,12 @@ def test_after_a_loss_an_unknown_outcome_does_not_bind_the_key_either(spans: Spa
     store = MemoryStore()
     executor = _executor(spans, [tool], store, max_attempts_per_action=None)
 
-    def call(amount: int, call_id: str) -> ToolCall:
-        return ToolCall(
-            "charge",
-            call_id,
-            {"order_id": "A-1", "amount": amount},
-            conversation_id=call_id,
-            idempotency_key="charge:A-1",
-        )
-
-    assert executor.execute(call(100, "c1")).ok
+    assert executor.execute(_charge_of(100, "c1")).ok
     _lose_everything(store)
     down[0] = True
-    assert not executor.execute(call(999, "c2")).ok
+    assert not executor.execute(_charge_of(999, "c2")).ok
     down[0] = False
-    assert executor.execute(call(100, "c3")).status == "succeeded"
+    assert executor.execute(_charge_of(100, "c3")).status == "succeeded"
 
 
 # -- an unreachable Redis ---------------------------------------------------------------
