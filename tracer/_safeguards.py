@@ -139,7 +139,7 @@ class Safeguards:
             self.mark_effect_unknown(key, call_id)
             self.store.lapse(key, token)
         except StoreError:
-            _log.warning("could not release idempotency key after a crash")
+            _log.warning("could not settle an idempotency key after a crash")
 
     def renew(self, key: str, token: str) -> bool:
         """Extend a claim's lease; False when another worker took the key over."""

@@ -245,10 +245,7 @@ class RuleStore(CheckedStore):
             return record is not None
 
     def _lapse(self, key: str, token: str) -> None:
-        with self._critical():
-            record = rules.lapse(self._load_record(key), token, now=self._clock())
-            if record is not None:
-                self._save_record(key, record)
+        self._extend(key, token, 0.0)  # a lease renewed to end now
 
     def _incr(self, name: str, by: int, ttl_s: float) -> int:
         with self._critical():

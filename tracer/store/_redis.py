@@ -160,7 +160,7 @@ class RedisStore(CheckedStore):
         self._script("release", self._record_key(key), token, self._clock())
 
     def _lapse(self, key: str, token: str) -> None:
-        self._script("lapse", self._record_key(key), token, self._clock(), _GC_MARGIN_S)
+        self._extend(key, token, 0.0)  # a lease renewed to end now
 
     def _extend(self, key: str, token: str, lease_s: float) -> bool:
         args = (token, self._clock(), lease_s, _GC_MARGIN_S)

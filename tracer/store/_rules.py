@@ -144,17 +144,6 @@ def extend(
     return replace(record, lease_until=lease_until, forget_at=lease_until + remembered_s)
 
 
-def lapse(stored: IdempotencyRecord | None, token: str, *, now: float) -> IdempotencyRecord | None:
-    """The record with its lease ended now, or None when ``token`` lost ownership.
-
-    It stays remembered for as long after this instant as after the old lease.
-    """
-    record = owned(stored, token, now)
-    if record is None:
-        return None
-    return replace(record, lease_until=now, forget_at=now + record.forget_at - record.lease_until)
-
-
 def kind_mismatch(name: str, stored: str, wanted: GuardKind) -> StoreError:
     return StoreError(f"guard state {name!r} holds a {stored}, not a {wanted}")
 

@@ -133,20 +133,6 @@ redis.call('HSET', KEYS[1], 'lease_until', string.format('%.17g', lease_until),
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
 return 1
 
--- name: lapse
--- KEYS[1] record; ARGV token, now, gc_margin_s. Ends the owner's lease now, keeping the
--- record (and its fingerprint) remembered as long after now as after the old lease.
-local now, margin = tonumber(ARGV[2]), tonumber(ARGV[3])
-local stored = redis.call('HMGET', KEYS[1], 'state', 'token', 'lease_until', 'forget_at')
-if stored[1] ~= 'in_flight' or stored[2] ~= ARGV[1] or now >= tonumber(stored[4]) then
-  return 0
-end
-local forget_at = now + tonumber(stored[4]) - tonumber(stored[3])
-redis.call('HSET', KEYS[1], 'lease_until', string.format('%.17g', now),
-  'forget_at', string.format('%.17g', forget_at))
-redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
-return 1
-
 -- name: guard_write
 -- KEYS[1] guard state; ARGV kind, operation (incr|answer|put), operand, now, ttl_s, gc_margin_s
 -- Returns {'ok', count} or {'kind', stored_kind} when the name holds another kind.
