@@ -45,6 +45,7 @@ DEFAULT_IN_MEMORY_LIMIT = "2GB"
 # refresh (derive.sql), then the findings.
 _DERIVE_CALLS = (
     "touched_traces",
+    "attribute_positions",
     "extract_tool_spans",
     "trace_conversations",
     "forget_touched_calls",
