@@ -614,6 +614,7 @@ class Analyzer:
                 duplicates = self._execute(_statement("ingest", "duplicate_spans")).fetchone()
                 if duplicates and duplicates[0]:
                     self._execute(_statement("ingest", "deduplicate_stage"))
+                self._execute(_statement("ingest", "batch_traces"))
                 known = self._count("count_known_traces")
                 insert = "insert_spans" if known else "insert_new_spans"
                 for name in (insert, "remember_stored_traces", "remember_pending_traces"):
@@ -621,6 +622,7 @@ class Analyzer:
                 self._remember_files(read)
         finally:
             self._con.execute(_statement("ingest", "drop_stage"))
+            self._con.execute(_statement("ingest", "drop_batch_traces"))
 
     def _remember_attribute_shapes(self) -> None:
         """Store the batch's new lists of attribute keys (spans hold their hash)."""

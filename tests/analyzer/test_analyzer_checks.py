@@ -1,0 +1,106 @@
+"""The typed read's checks, written for speed (bench/analyzer_bench.py), against
+their plain definitions: property tests over random input."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolspan._sql import load_statements
+from toolspan.analyzer import Analyzer
+
+# Ids that are nearly right as often as not: hex of about the right length,
+# upper case, other characters (multi-byte ones too), empty, missing.
+near_hex = st.text(alphabet="0123456789abcdefABCDEFgxz\u00e9\u4e2d", min_size=0, max_size=34)
+exact_hex = st.integers(min_value=0, max_value=2**128 - 1).map(lambda n: f"{n:032x}")
+ids = st.one_of(st.none(), near_hex, exact_hex, exact_hex.map(lambda t: t[:16]))
+
+
+@pytest.fixture(scope="module")
+def analyzer() -> Iterator[Analyzer]:
+    with Analyzer() as az:
+        az.connection.execute(
+            load_statements("toolspan.analyzer", "sql/ingest.sql")["span_ok_macro"]
+        )
+        yield az
+
+
+def plainly_ok(trace_id: str | None, span_id: str | None) -> bool:
+    return (
+        trace_id is not None
+        and span_id is not None
+        and re.fullmatch("[0-9a-f]{32}", trace_id) is not None
+        and re.fullmatch("[0-9a-f]{16}", span_id) is not None
+    )
+
+
+@given(trace_id=ids, span_id=ids)
+def test_ids_are_valid_exactly_when_each_is_lowercase_hex_of_its_length(
+    analyzer: Analyzer, trace_id: str | None, span_id: str | None
+) -> None:
+    # One match over both ids joined, with their lengths in bytes, must say
+    # what a match of each id alone says (a 31 + 17 split must not pass).
+    row = analyzer.query(
+        "SELECT toolspan_span_ok(?::VARCHAR, ?::VARCHAR, true, true)", [trace_id, span_id]
+    ).rows[0]
+    assert row[0] is plainly_ok(trace_id, span_id)
+
+
+def test_a_misplaced_split_of_valid_hex_is_not_valid(analyzer: Analyzer) -> None:
+    valid = "0123456789abcdef" * 3
+    for cut in (31, 33, 0, 48):
+        row = analyzer.query(
+            "SELECT toolspan_span_ok(?, ?, true, true)", [valid[:cut], valid[cut:]]
+        ).rows[0]
+        assert row[0] is False, cut
+    assert analyzer.query(
+        "SELECT toolspan_span_ok(?, ?, true, true)", [valid[:32], valid[32:]]
+    ).rows == [(True,)]
+
+
+# The side effect of a call as first written: a correlated EXISTS per call.
+_SIDE_EFFECT_BY_EXISTS = """
+CREATE OR REPLACE TEMP MACRO side_effect_by_exists(tool_name, declared, span_source) AS
+    CASE
+        WHEN EXISTS (SELECT 1 FROM write_tools AS w WHERE tool_name GLOB w.pattern) THEN 'write'
+        WHEN declared IS NOT NULL OR span_source = 'toolspan' THEN declared
+        WHEN EXISTS (SELECT 1 FROM write_tools) THEN 'none'
+    END
+"""
+
+tool_names = st.one_of(st.none(), st.sampled_from(["send_email", "search", "send", "s*", "[x]"]))
+patterns = st.lists(st.sampled_from(["send_*", "search", "*", "s?arch", "[a-s]*", "x"]), max_size=3)
+
+
+@given(
+    calls=st.lists(
+        st.tuples(
+            tool_names,
+            st.sampled_from([None, "write", "none", "read"]),
+            st.sampled_from(["toolspan", "genai", "openinference"]),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    write_tools=patterns,
+)
+def test_side_effects_match_the_correlated_exists(
+    analyzer: Analyzer, calls: list[tuple[str | None, str, str]], write_tools: list[str]
+) -> None:
+    con = analyzer.connection
+    con.execute(_SIDE_EFFECT_BY_EXISTS)
+    con.execute("DELETE FROM write_tools")
+    for pattern in dict.fromkeys(write_tools):
+        con.execute("INSERT INTO write_tools VALUES (?)", [pattern])
+    rows = con.execute(
+        "SELECT toolspan_side_effect(t, d, s), side_effect_by_exists(t, d, s) "
+        "FROM (SELECT unnest(?::VARCHAR[]) AS t, unnest(?::VARCHAR[]) AS d, "
+        "unnest(?::VARCHAR[]) AS s)",
+        [[c[0] for c in calls], [c[1] for c in calls], [c[2] for c in calls]],
+    ).fetchall()
+    assert [new for new, _ in rows] == [old for _, old in rows]
+    con.execute("DELETE FROM write_tools")
