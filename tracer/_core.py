@@ -53,7 +53,7 @@ from ._result import RETRYABLE_STATUSES, Status, ToolResult, package
 from ._safeguards import LeaseKeeper, Safeguards
 from ._spans import SpanWriter, base_attributes
 from ._throttle import ThrottledWarning
-from ._tool import Tool, ToolCall, check_result, parse_arguments
+from ._tool import Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
 from .store import StoreError
 from .store._fleet import Admission
 
@@ -201,6 +201,7 @@ class _Plan:
         "keyed_safe",
         "keys_resources",
         "policy",
+        "quick_arguments",
         "schema_version",
         "service",
         "tool",
@@ -218,6 +219,11 @@ class _Plan:
         # Reads are always safe to repeat; an idempotent write when its call has a key.
         self.always_safe = declared.side_effect != "write"
         self.keyed_safe = declared.idempotent
+        # Checking and redacting a call's arguments in one pass, where they fuse
+        # (a redactor of toolspan's own rules and a schema of plain fields).
+        self.quick_arguments = (
+            redacting_acceptor(declared, core.redactor) if type(core.redactor) is Redactor else None
+        )
 
 
 class Core:
@@ -259,10 +265,10 @@ class Core:
                 raise ConfigurationError(f"tool {declared.name!r} is declared twice")
             self.tools[declared.name] = declared
         self.policy = policy or RetryPolicy()
-        # What every call of a tool shares is decided here, once per tool.
-        self._plans = {name: _Plan(declared, self) for name, declared in self.tools.items()}
         self.spans = SpanWriter(tracer_provider, span_clock)
         self.redactor = redactor or Redactor()
+        # What every call of a tool shares is decided here, once per tool.
+        self._plans = {name: _Plan(declared, self) for name, declared in self.tools.items()}
         # The arguments' redaction, bound once; a subclass keeps its own ``value``.
         self._redact_arguments: Callable[[dict[str, Any]], Any] = (
             self.redactor.arguments if type(self.redactor) is Redactor else self.redactor.value
@@ -290,8 +296,12 @@ class Core:
             span = self.spans.start_call(call, base_attributes(call, None), None)
             return self._refused(span, call, None, "unknown_tool", f"no tool named {call.name!r}")
         declared = plan.tool
-        arguments, problem = parse_arguments(declared, call.arguments)
-        args_bytes = canonical_json(self._redact_arguments(arguments))
+        arguments, problem, redacted = parse_arguments(
+            declared, call.arguments, plan.quick_arguments
+        )
+        if redacted is None:
+            redacted = self._redact_arguments(arguments)
+        args_bytes = canonical_json(redacted)
         hash_key = self.hash_key
         if hash_key is None:
             args_hash = _sha256(args_bytes).hexdigest()

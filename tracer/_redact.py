@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ["REDACTED", "Redactor"]
@@ -269,6 +269,27 @@ class Redactor:
             if len(self._key_verdicts) < 4096:
                 self._key_verdicts[key] = verdict
         return verdict
+
+    def key_plan(self, keys: Iterable[str]) -> dict[str, bool] | None:
+        """What :meth:`arguments` decides for each of a fixed set of keys, decided
+        once: ``True`` when the value is a secret (replaced whole), ``False``
+        when it is plain (a string scrubbed as text, any other scalar kept).
+        ``None`` when a key needs more than that: a card-ish key (masked only
+        when its value is a card number) or ``value`` (its neighbour may name it).
+        """
+        plan: dict[str, bool] = {}
+        for key in keys:
+            verdict = self._verdict(key)
+            if verdict == _CARD or key == "value":
+                return None
+            plan[key] = verdict == _SECRET
+        return plan
+
+    @property
+    def text_cache(self) -> Mapping[str, str]:
+        """Texts already scrubbed, by their original: hot paths look a text up
+        here before calling :meth:`text` (read it, never write it)."""
+        return self._texts
 
     def text(self, value: str) -> str:
         """``value`` with every secret-looking substring replaced."""

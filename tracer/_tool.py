@@ -18,6 +18,7 @@ import jsonschema
 import orjson
 
 from ._errors import ConfigurationError
+from ._redact import REDACTED, Redactor
 from ._signature import schema_from_signature
 from .integrations._shapes import anthropic_fields, openai_fields
 
@@ -32,6 +33,9 @@ _Validator = Callable[[Any], Any]
 # A quicker first look at the arguments for the schemas most tools declare
 # (see ``_acceptor``): True means valid; False means "ask the validator".
 _Acceptor = Callable[[dict[str, Any]], bool]
+# The same look that also redacts (see ``redacting_acceptor``): the redacted
+# copy of valid arguments, or ``None`` for "ask the validator".
+RedactingAcceptor = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
 def _compile(schema: Mapping[str, Any] | None, what: str, name: str) -> _Validator | None:
@@ -84,6 +88,7 @@ class Tool:
     span_attributes: Mapping[str, str | bool | int | float] | None = None
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
     _accept_args: _Acceptor | None = field(init=False, repr=False, compare=False)
+    _accept_rules: _Rules | None = field(init=False, repr=False, compare=False)
     _check_result: _Validator | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -108,7 +113,9 @@ class Tool:
         if self.parameters is None:
             object.__setattr__(self, "parameters", schema_from_signature(self.fn))
         object.__setattr__(self, "_check_args", _compile(self.parameters, "parameters", self.name))
-        object.__setattr__(self, "_accept_args", _acceptor(self.parameters))
+        rules = _quick_rules(self.parameters)
+        object.__setattr__(self, "_accept_rules", rules)
+        object.__setattr__(self, "_accept_args", None if rules is None else _accept_with(*rules))
         object.__setattr__(self, "_check_result", _compile(self.result_schema, "result", self.name))
 
     @property
@@ -242,24 +249,33 @@ class ToolCall:
 
 
 def parse_arguments(
-    declared: Tool, raw: Mapping[str, Any] | str
-) -> tuple[dict[str, Any], str | None]:
-    """A call's arguments as a fresh dict, and what is wrong with them (``None`` if nothing)."""
+    declared: Tool, raw: Mapping[str, Any] | str, quick: RedactingAcceptor | None = None
+) -> tuple[dict[str, Any], str | None, dict[str, Any] | None]:
+    """A call's arguments as a fresh dict, what is wrong with them (``None`` if
+    nothing) and, when ``quick`` (a :func:`redacting_acceptor`) vouches for
+    them, their redacted copy (else ``None``: the caller redacts them)."""
     if type(raw) is dict:
         arguments = raw.copy()  # the common case, without the ABC checks below
     else:
         arguments, problem = _arguments_as_dict(raw)
         if problem is not None:
-            return arguments, problem
+            return arguments, problem, None
     check = declared._check_args
     if check is not None:
-        accept = declared._accept_args
+        if quick is not None:
+            redacted = quick(arguments)
+            if redacted is not None:
+                return arguments, None, redacted
+            accept = None  # it said "ask the validator" already
+        else:
+            accept = declared._accept_args
         if accept is None or not accept(arguments):
             try:
                 check(arguments)
             except Exception:
-                return arguments, explain_schema_errors(declared.parameters or {}, arguments)
-    return arguments, None
+                problem = explain_schema_errors(declared.parameters or {}, arguments)
+                return arguments, problem, None
+    return arguments, None, None
 
 
 def check_result(declared: Tool, data: Any) -> str | None:
@@ -299,11 +315,12 @@ _PROPERTY_KEYWORDS = _ANNOTATIONS | {"type", "minLength", "maxLength", "minimum"
 # "number"), is one of ``choices`` when there are choices, and lies within
 # ``low..high`` (its length when ``sized``) when there are limits.
 _Rule = tuple[type, Any, Any, frozenset[str] | None, bool]
+_Rules = tuple[dict[str, _Rule], tuple[str, ...], bool]
 _NUMBER_TYPES: dict[str, type] = {"integer": int, "number": float}
 
 
-def _acceptor(schema: Mapping[str, Any] | None) -> _Acceptor | None:
-    """A check that can only say "valid", for a flat object schema of plain fields.
+def _quick_rules(schema: Mapping[str, Any] | None) -> _Rules | None:
+    """The rules of a check that can only say "valid", for a flat object schema of plain fields.
 
     Most tool schemas are an object of strings, booleans and numbers with
     length and range limits, string enums, ``required`` and
@@ -313,6 +330,9 @@ def _acceptor(schema: Mapping[str, Any] | None) -> _Acceptor | None:
     the validator, which decides and explains; so the verdict is always the
     validator's. ``None`` when the schema uses anything else: defaults (the
     validator fills them in), patterns, formats, nested schemas, type lists.
+
+    These are its rules: each property's :data:`_Rule`, the required names,
+    and whether other keys are refused (``additionalProperties: false``).
     """
     if (
         schema is None
@@ -333,7 +353,13 @@ def _acceptor(schema: Mapping[str, Any] | None) -> _Acceptor | None:
         if rule is None:
             return None
         rules[name] = rule
-    return _accept_with(rules, tuple(required), schema.get("additionalProperties") is False)
+    return rules, tuple(required), schema.get("additionalProperties") is False
+
+
+def _acceptor(schema: Mapping[str, Any] | None) -> _Acceptor | None:
+    """The quick accept of ``schema`` (see :func:`_quick_rules`), or ``None``."""
+    rules = _quick_rules(schema)
+    return None if rules is None else _accept_with(*rules)
 
 
 def _property_rule(schema: Any) -> _Rule | None:
@@ -395,6 +421,57 @@ def _accept_with(rules: dict[str, _Rule], required: tuple[str, ...], closed: boo
             elif low is not None and not low <= (len(value) if sized else value) <= high:
                 return False
         return True
+
+    return accept
+
+
+def redacting_acceptor(declared: Tool, redactor: Redactor) -> RedactingAcceptor | None:
+    """The tool's quick accept fused with ``redactor``'s argument redaction, or
+    ``None`` when the two cannot be fused.
+
+    Every call's arguments are checked and then redacted for its span: two
+    passes over the same keys. For a closed schema of plain fields whose keys
+    each get a fixed treatment (:meth:`Redactor.key_plan`), one pass does both:
+    it returns exactly ``redactor.arguments(arguments)`` when the quick accept
+    says "valid", and ``None`` (ask the validator, then redact) otherwise.
+    """
+    rules = declared._accept_rules
+    if rules is None or not rules[2]:
+        return None  # no quick rules, or other keys allowed: their redaction varies
+    by_name, required, _ = rules
+    secret = redactor.key_plan(by_name)
+    if secret is None:
+        return None
+    checks = {name: (*rule, secret[name]) for name, rule in by_name.items()}
+    texts, text = redactor.text_cache, redactor.text
+
+    def accept(arguments: dict[str, Any]) -> dict[str, Any] | None:
+        redacted: dict[str, Any] = {}
+        for key, value in arguments.items():
+            check = checks.get(key)
+            if check is None:
+                return None
+            exact, low, high, choices, sized, is_secret = check
+            # The quick accept's rule (see ``_accept_with``), then the redaction.
+            of = type(value)
+            if of is not exact and (exact is not float or of is not int):
+                return None
+            if choices is not None:
+                if value not in choices:
+                    return None
+            elif low is not None and not low <= (len(value) if sized else value) <= high:
+                return None
+            if is_secret:
+                redacted[key] = REDACTED
+            elif of is str:
+                scrubbed = texts.get(value)
+                redacted[key] = scrubbed if scrubbed is not None else text(value)
+            else:
+                redacted[key] = value
+        for name in required:
+            if name not in arguments:
+                return None
+        return redacted
 
     return accept
 
