@@ -20,7 +20,6 @@ import duckdb
 import orjson
 
 from .._sql import Statements, load_statements
-from ..tracer._canonical import canonical_json
 from . import _inputs
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, QueryError
 from ._model import DEFAULT_MIN_REPEATS, BadLine, Finding, IngestReport, QueryResult
@@ -42,11 +41,10 @@ DEFAULT_MEMORY_LIMIT = "512MB"
 # from 1M spans on, costing a third more CPU. 2GB holds about 2M spans.
 DEFAULT_IN_MEMORY_LIMIT = "2GB"
 # Recomputes the tool calls and attempts of the traces ingested since the last
-# refresh (derive.sql), then the findings.
+# refresh (derive.sql): their tool spans, the fingerprints they lack, the calls
+# and attempts; then the findings.
+_EXTRACT_TOOL_SPANS = ("touched_traces", "attribute_positions", "extract_tool_spans")
 _DERIVE_CALLS = (
-    "touched_traces",
-    "attribute_positions",
-    "extract_tool_spans",
     "trace_conversations",
     "forget_touched_calls",
     "forget_touched_attempts",
@@ -89,8 +87,14 @@ def _reader_error(exc: duckdb.Error) -> str:
 def _canonical_json(text: str) -> str:
     """Canonical JSON (sorted keys, no whitespace) of ``text``, or ``text`` itself
     when it is not JSON: argument and result equality ignores key order."""
+    # The tracer's canonical JSON, so both sides compare the same bytes.
+    # Imported on first use: importing the tracer package (its executor, JSON
+    # Schema) cost ~0.07 CPU s per analysis, and DuckDB calls this only for
+    # arguments without toolspan.args.hash and for result texts, which
+    # toolspan's own spans do not carry.
+    from ..tracer._canonical import canonical_json
+
     try:
-        # The tracer's canonical JSON, so both sides compare the same bytes.
         return canonical_json(orjson.loads(text)).decode()
     except orjson.JSONDecodeError:
         return text
@@ -156,9 +160,8 @@ class Analyzer:
         self._read_only = read_only
         self._in_transaction = False
         self._con.execute(_statement("session", "settings"))
-        self._con.create_function(
-            "toolspan_canonical_json", _canonical_json, ["VARCHAR"], "VARCHAR", side_effects=False
-        )
+        # toolspan_canonical_json is registered when a refresh first needs it.
+        self._canonical_json_registered = False
         if not read_only:
             try:
                 self._create_schema()
@@ -314,8 +317,33 @@ class Analyzer:
         if not (pending or findings):
             return
         with self._transaction():
-            for name in (_DERIVE_CALLS if pending else ()) + _DERIVE_FINDINGS:
-                self._execute(_statement("derive", name))
+            if pending:
+                self._derive(_EXTRACT_TOOL_SPANS)
+                self._fingerprint_tool_spans()
+                self._derive(_DERIVE_CALLS)
+            self._derive(_DERIVE_FINDINGS)
+
+    def _derive(self, names: Sequence[str]) -> None:
+        for name in names:
+            self._execute(_statement("derive", name))
+
+    def _fingerprint_tool_spans(self) -> None:
+        """Fingerprint the touched tool spans that carry no hash (derive.sql,
+        count_unfingerprinted), registering the canonical JSON function on first
+        need: registering a Python function imports numpy into DuckDB."""
+        [(count,)] = self._execute(_statement("derive", "count_unfingerprinted")).fetchall()
+        if not count:
+            return
+        if not self._canonical_json_registered:
+            self._con.create_function(
+                "toolspan_canonical_json",
+                _canonical_json,
+                ["VARCHAR"],
+                "VARCHAR",
+                side_effects=False,
+            )
+            self._canonical_json_registered = True
+        self._execute(_statement("derive", "fingerprint_tool_spans"))
 
     def summary(self) -> dict[str, Any]:
         """The summary figures: calls, attempts, retries, statuses by tool, waits, bad lines."""

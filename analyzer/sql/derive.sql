@@ -66,8 +66,8 @@ FROM attribute_shapes;
 -- name: extract_tool_spans
 -- Tool spans of every instrumentation: toolspan call and attempt spans, GenAI
 -- execute_tool spans, OpenInference TOOL spans, of the touched traces, with
--- the attributes the views need extracted and the arguments/results
--- fingerprinted (canonical JSON). Message-history attributes are never read:
+-- the attributes the views need extracted (the arguments/results without a
+-- hash are fingerprinted next, fingerprint_tool_spans). Message-history attributes are never read:
 -- they repeat earlier turns. A temporary table: the refresh reads every span
 -- of a touched trace again anyway, so storing them (and deleting them for the
 -- next refresh) only cost time.
@@ -112,10 +112,13 @@ SELECT
     attribute_vals["toolspan.side_effect"] AS side_effect_attr,
     attribute_vals["toolspan.idempotency.key"] AS idempotency_key,
     TRY_CAST(attribute_vals["toolspan.idempotency.replayed"] AS BOOLEAN) AS replayed,
-    coalesce(attribute_vals["toolspan.args.hash"], sha256(toolspan_canonical_json(arguments_text))) AS args_fingerprint,
+    -- Spans without toolspan.args.hash, and result texts, are fingerprinted by
+    -- fingerprint_tool_spans.
+    attribute_vals["toolspan.args.hash"] AS args_fingerprint,
     arguments_text AS arguments,
     attribute_vals["toolspan.result.hash"] AS result_hash,
-    sha256(toolspan_canonical_json(result_text)) AS result_fingerprint,
+    result_text,
+    NULL::VARCHAR AS result_fingerprint,
     attribute_vals["toolspan.status"] AS status_attr,
     coalesce(attribute_vals["toolspan.error_code"], attribute_vals["error.type"]) AS error_code,
     TRY_CAST(attribute_vals["toolspan.retryable"] AS BOOLEAN) AS retryable,
@@ -136,6 +139,23 @@ SELECT
     end_time,
     duration_ms
 FROM tool_span;
+
+-- name: count_unfingerprinted
+-- How many touched tool spans need a fingerprint of their arguments (they
+-- carry no toolspan.args.hash) or of their result text: the fingerprint is
+-- the SHA-256 of the canonical JSON, which the Analyzer computes in Python
+-- (toolspan_canonical_json). Registering that function imports numpy into
+-- DuckDB (~0.06 CPU s), so it is registered only when a span needs it;
+-- toolspan's own spans carry their hashes and no result text.
+SELECT count(*)
+FROM touched_tool_spans
+WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL) OR result_text IS NOT NULL;
+
+-- name: fingerprint_tool_spans
+UPDATE touched_tool_spans
+SET args_fingerprint = coalesce(args_fingerprint, sha256(toolspan_canonical_json(arguments))),
+    result_fingerprint = sha256(toolspan_canonical_json(result_text))
+WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL) OR result_text IS NOT NULL;
 
 -- name: forget_touched_calls
 DELETE FROM tool_call_rows WHERE trace_id IN (SELECT trace_id FROM touched_traces);
@@ -182,25 +202,31 @@ WITH call_key AS (
 -- (toolspan > genai > openinference) when the two are parent and child or share
 -- the tool-call id. Three equi-joins rather than one join on an OR, which
 -- DuckDB cannot hash. The richness bounds (implied by strong > weak) filter
--- each side before its hash table: with only toolspan spans no side is weak.
+-- each side before its hash table, and only traces with a weak span can hold
+-- a dominated one: with only toolspan spans no side is weak, and no hash
+-- table is built (three of every call cost ~0.05 CPU s per 1M spans).
+weak AS (
+    SELECT * FROM call_key WHERE richness < 3
+),
+strong AS (
+    SELECT * FROM call_key
+    WHERE richness > 1 AND trace_id IN (SELECT trace_id FROM weak)
+),
 dominated AS (
     SELECT weak.trace_id, weak.span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
+    FROM weak
+    JOIN strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
-      AND weak.richness < 3 AND strong.richness > 1
     UNION
     SELECT weak.trace_id, weak.span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
+    FROM weak
+    JOIN strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
-      AND weak.richness < 3 AND strong.richness > 1
     UNION
     SELECT weak.trace_id, weak.span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
+    FROM weak
+    JOIN strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
-      AND weak.richness < 3 AND strong.richness > 1
 ),
 attempt_count AS (
     SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -20,7 +21,7 @@ from toolspan.analyzer import (
     _analyzer,
 )
 
-from .conftest import Recorder, gzip_copy, span_hex, zstd_copy
+from .conftest import Recorder, gzip_copy, sha, span_hex, zstd_copy
 
 
 def _record_calls(rec: Recorder, n: int = 6) -> list[str]:
@@ -241,3 +242,36 @@ def test_files_lines_and_order_do_not_change_the_analysis(
     assert calls == [(5, 2)]
     assert [(f.kind, f.tool, f.count) for f in findings] == [("loop", "poll", 4)]
     assert json.loads(findings[0].detail["arguments"]) == {"job": 1}
+
+
+def test_spans_without_hashes_are_fingerprinted_in_a_later_ingest(tmp_path: Path) -> None:
+    # toolspan's spans carry their hashes: the canonical JSON function is then
+    # never needed (nor registered). A later ingest of spans without hashes
+    # must still fingerprint them, ignoring key order and whitespace.
+    rec = Recorder()
+    with rec.conversation("c1"):
+        rec.toolspan_call("search", "c1", {"q": "a", "n": 1}, result={"hits": 1})
+    hashed = Recorder.write(tmp_path / "hashed.jsonl", rec.take())
+    with rec.conversation("c2"):
+        rec.genai_tool("lookup", '{"n": 1, "q": "a"}', '{"b": 2, "a": 1}')
+        rec.genai_tool("lookup", '{"q":"a","n":1}', '{"a":1,"b":2}')
+        rec.openinference_tool("wiki", "not json", "also not json")
+    unhashed = Recorder.write(tmp_path / "unhashed.jsonl", rec.take())
+    with Analyzer() as az:
+        az.ingest([hashed])
+        registered = "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?"
+        assert az.query(registered, ["toolspan_canonical_json"]).rows == [(0,)]
+        az.ingest([unhashed])
+        rows = az.query(
+            "SELECT tool, args_fingerprint, result_hash FROM tool_calls ORDER BY start_time"
+        ).rows
+    assert rows == [
+        ("search", sha({"q": "a", "n": 1}), sha({"hits": 1})),
+        ("lookup", sha({"n": 1, "q": "a"}), sha({"a": 1, "b": 2})),
+        ("lookup", sha({"n": 1, "q": "a"}), sha({"a": 1, "b": 2})),
+        (
+            "wiki",
+            hashlib.sha256(b"not json").hexdigest(),
+            hashlib.sha256(b"also not json").hexdigest(),
+        ),
+    ]
