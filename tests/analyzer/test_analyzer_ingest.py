@@ -275,3 +275,25 @@ def test_spans_without_hashes_are_fingerprinted_in_a_later_ingest(tmp_path: Path
             hashlib.sha256(b"also not json").hexdigest(),
         ),
     ]
+
+
+@pytest.mark.parametrize("agent_first", [True, False])
+def test_a_tool_span_without_a_conversation_takes_its_traces_from_any_ingest(
+    tmp_path: Path, agent_first: bool
+) -> None:
+    # The conversation is looked up only for traces with a tool span that
+    # carries none: also when that span, or the agent span carrying the
+    # conversation, came in an earlier ingest.
+    rec = Recorder()
+    with rec.conversation("c-agent"):
+        rec.genai_tool("lookup", '{"n": 1}', "{}")
+        rec.genai_tool("lookup", '{"n": 2}', "{}", conversation="c-own")
+    spans = rec.take()
+    tools = [s for s in spans if s.name.startswith("execute_tool")]
+    agent = [s for s in spans if s not in tools]
+    first, second = (agent, tools) if agent_first else (tools, agent)
+    with Analyzer() as az:
+        az.ingest([Recorder.write(tmp_path / "first.jsonl", first)])
+        az.ingest([Recorder.write(tmp_path / "second.jsonl", second)])
+        rows = az.query("SELECT conversation_id FROM tool_calls ORDER BY start_time").rows
+    assert rows == [("c-agent",), ("c-own",)]
