@@ -21,6 +21,7 @@ KEYS = [f"order-{index}" for index in range(100)]
 INCREMENTS = 100
 LEASE_S = 600.0  # nobody dies here: no takeover may happen
 TTL_S = 3600.0
+BUSY_TIMEOUT_S = 110.0  # under the parent's 120 s wait for each worker's result
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,10 @@ class Location:
 
     def open(self) -> CheckedStore:
         if self.backend == "sqlite":
-            return SQLiteStore(self.where)
+            # Four processes write-lock one file for every step, each commit synced: on a
+            # loaded machine a process can wait for the lock longer than the 30 s default.
+            # What is tested is one owner per key, not how long the waits take.
+            return SQLiteStore(self.where, busy_timeout_s=BUSY_TIMEOUT_S)
         from toolspan.tracer.store import RedisStore
 
         return RedisStore(self.where, prefix=self.prefix)
