@@ -36,7 +36,9 @@ Variants are interleaved in every repeat; the figure is the median of the
 repeats. ``--profile`` adds a cProfile breakdown of ``Executor.execute``;
 ``--gap`` where the executor's time beyond the floor's lives (the SDK calls
 each makes, bytecodes per call, wall time inside and outside the SDK, garbage
-collections).
+collections); ``--line`` how close any structure can come: the executor's
+required work written inline around the hand-made spans, and the executor's
+own helpers called in a straight line (no core, run state or actions).
 
     .venv/bin/python bench/tracer_overhead.py [--iterations 3000] [--repeats 9] [--cpu-time]
 """
@@ -47,6 +49,7 @@ import argparse
 import asyncio
 import cProfile
 import gc
+import hashlib
 import pstats
 import random
 import statistics
@@ -57,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import tenacity
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from opentelemetry import context as otel_context
@@ -81,6 +85,7 @@ from toolspan.tracer import (
     Tool,
     ToolCall,
     ToolError,
+    ToolResult,
 )
 from toolspan.tracer.integrations import Declarations
 from toolspan.tracer.integrations import openai as ts_openai
@@ -709,6 +714,155 @@ def _short(path: str) -> str:
     return path
 
 
+# -- --line: the required work without the executor's structure ---------------
+
+
+def _line_variants(provider: TracerProvider) -> dict[str, Callable[[], Any]]:
+    """The floor, the executor, and two builds of the executor's required work
+    between them (each checked to give the executor's very result)."""
+    from toolspan.tracer import _attributes as attr
+    from toolspan.tracer._canonical import canonical_json
+    from toolspan.tracer._core import _CURRENT_CALL
+    from toolspan.tracer._result import package
+    from toolspan.tracer._spans import base_attributes
+    from toolspan.tracer._tool import parse_arguments
+
+    tracer = provider.get_tracer("bench")
+    shapes = executor_span_shapes()
+    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    declared = executor.tools[TOOL]
+    quick = executor._core._plans[TOOL].quick_arguments
+    writer = executor._core.spans
+    sort = orjson.OPT_SORT_KEYS
+    attempt_ok = {attr.ATTEMPT_OUTCOME: "ok", attr.RETRY_DELAY_S: 0.0}
+
+    def inline() -> ToolResult:
+        """Check and redact, canonical JSON and SHA-256, the attribute dicts, the
+        current call, the spans by hand, the result: one function."""
+        call = CALL
+        arguments = dict(call.arguments)
+        assert quick is not None
+        redacted = quick(arguments)
+        args_bytes = orjson.dumps(redacted, option=sort)
+        base = {
+            attr.TOOL_NAME: call.name,
+            attr.TOOL_CALL_ID: call.call_id,
+            attr.TOOL_TYPE: "function",
+            attr.CONVERSATION_ID: call.conversation_id,
+            attr.REQUEST_ID: call.request_id,
+            attr.TURN_ID: call.turn_id,
+            attr.SIDE_EFFECT: "none",
+        }
+        call_attributes = base.copy()
+        call_attributes[attr.OPERATION_NAME] = "execute_tool"
+        call_attributes[attr.TOOL_CALL_ARGUMENTS] = args_bytes.decode()
+        call_attributes[attr.ARGS_HASH] = hashlib.sha256(args_bytes).hexdigest()
+        call_span = tracer.start_span(
+            f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=call_attributes
+        )
+        parent = trace.set_span_in_context(call_span)
+        attempt_attributes = base.copy()
+        attempt_attributes[attr.ATTEMPT] = 1
+        attempt_attributes[attr.HTTP_RESEND_COUNT] = 0
+        attempt_attributes[attr.RETRY_ELAPSED_WAIT_S] = 0.0
+        attempt_span = tracer.start_span(
+            f"attempt 1 {call.name}",
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes=attempt_attributes,
+        )
+        token = otel_context.attach(trace.set_span_in_context(attempt_span, parent))
+        current = _CURRENT_CALL.set(call)
+        try:
+            value = get_dock_status(**arguments)
+        finally:
+            _CURRENT_CALL.reset(current)
+            otel_context.detach(token)
+        attempt_span.set_attributes(attempt_ok)
+        attempt_span.set_status(STATUS_OK)
+        attempt_span.end()
+        result_hash = hashlib.sha256(orjson.dumps(value, option=sort)).hexdigest()
+        result = ToolResult(
+            True, "succeeded", call.name, call.call_id, None, False, value, "ok", 1, 0.0
+        )
+        call_span.set_attributes(
+            {
+                attr.STATUS: "succeeded",
+                attr.RETRYABLE: False,
+                attr.ATTEMPTS: 1,
+                attr.TOTAL_WAIT_S: 0.0,
+                attr.IDEMPOTENCY_REPLAYED: False,
+                attr.RESULT_HASH: result_hash,
+            }
+        )
+        call_span.set_status(STATUS_OK)
+        call_span.end()
+        return result
+
+    def helpers() -> ToolResult:
+        """The same work through the executor's own helpers, in a straight line."""
+        call = CALL
+        arguments, _, redacted = parse_arguments(declared, call.arguments, quick)
+        args_bytes = canonical_json(redacted)
+        base = base_attributes(call, declared)
+        span = writer.start_call(
+            call, base, args_bytes.decode(), hashlib.sha256(args_bytes).hexdigest()
+        )
+        attempt_span, token = writer.start_attempt(span, call.name, base, 1, 0.0)
+        current = _CURRENT_CALL.set(call)
+        try:
+            value = declared.fn(**arguments)
+        finally:
+            _CURRENT_CALL.reset(current)
+            writer.detach(token)
+        writer.attempt_succeeded(attempt_span)
+        data, _, result_hash, truncated, message = package(value, 16 * 1024)
+        result = ToolResult(
+            True,
+            "succeeded",
+            call.name,
+            call.call_id,
+            None,
+            False,
+            data,
+            message,
+            1,
+            truncated=truncated,
+        )
+        writer.call_succeeded(span, result, result_hash)
+        return result
+
+    expected = executor.execute(CALL)
+    assert inline() == expected and helpers() == expected, (inline(), helpers(), expected)
+    return {
+        "floor": lambda: floor_call(tracer, shapes),
+        "required work inline": inline,
+        "executor's helpers in line": helpers,
+        "executor": lambda: executor.execute(CALL),
+    }
+
+
+def line(iterations: int, repeats: int) -> None:
+    """The floor, the required work inline, the helpers in a straight line and
+    the executor, interleaved in every repeat: median per call and x floor."""
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
+    variants = _line_variants(provider)
+    samples: dict[str, list[float]] = {label: [] for label in variants}
+    for fn in variants.values():
+        per_call_us(fn, iterations // 3)
+    for _ in range(repeats):
+        for label, fn in variants.items():
+            samples[label].append(per_call_us(fn, iterations))
+            provider.force_flush()
+    provider.shutdown()
+    floor = statistics.median(samples["floor"])
+    print(f"\nhow close a structure can come ({repeats} repeats of {iterations} calls)")
+    for label, values in samples.items():
+        median = statistics.median(values)
+        print(f"{label:<30} {median:>9.1f} {median / floor:>7.2f}x")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--iterations", type=int, default=3000)
@@ -719,6 +873,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--gap",
         action="store_true",
         help="add where the executor's extra time lives: SDK calls, bytecodes, time in the SDK, gc",
+    )
+    parser.add_argument(
+        "--line",
+        action="store_true",
+        help="add the required work inline and the helpers in a straight line",
     )
     parser.add_argument(
         "--cpu-time", action="store_true", help="time with this thread's CPU clock, not wall"
@@ -733,6 +892,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         profile(options.iterations)
     if options.gap:
         gap(options.iterations)
+    if options.line:
+        line(options.iterations, options.repeats)
 
 
 if __name__ == "__main__":
