@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["REDACTED", "Redactor"]
@@ -270,7 +270,7 @@ class Redactor:
                 self._key_verdicts[key] = verdict
         return verdict
 
-    def key_plan(self, keys: Iterable[str]) -> dict[str, bool] | None:
+    def _key_plan(self, keys: Iterable[str]) -> dict[str, bool] | None:
         """What :meth:`arguments` decides for each of a fixed set of keys, decided
         once: ``True`` when the value is a secret (replaced whole), ``False``
         when it is plain (a string scrubbed as text, any other scalar kept).
@@ -284,12 +284,6 @@ class Redactor:
                 return None
             plan[key] = verdict == _SECRET
         return plan
-
-    @property
-    def text_cache(self) -> Mapping[str, str]:
-        """Texts already scrubbed, by their original: hot paths look a text up
-        here before calling :meth:`text` (read it, never write it)."""
-        return self._texts
 
     def text(self, value: str) -> str:
         """``value`` with every secret-looking substring replaced."""

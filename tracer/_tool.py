@@ -431,7 +431,7 @@ def redacting_acceptor(declared: Tool, redactor: Redactor) -> RedactingAcceptor 
 
     Every call's arguments are checked and then redacted for its span: two
     passes over the same keys. For a closed schema of plain fields whose keys
-    each get a fixed treatment (:meth:`Redactor.key_plan`), one pass does both:
+    each get a fixed treatment (``Redactor._key_plan``), one pass does both:
     it returns exactly ``redactor.arguments(arguments)`` when the quick accept
     says "valid", and ``None`` (ask the validator, then redact) otherwise.
     """
@@ -439,11 +439,13 @@ def redacting_acceptor(declared: Tool, redactor: Redactor) -> RedactingAcceptor 
     if rules is None or not rules[2]:
         return None  # no quick rules, or other keys allowed: their redaction varies
     by_name, required, _ = rules
-    secret = redactor.key_plan(by_name)
+    secret = redactor._key_plan(by_name)
     if secret is None:
         return None
     checks = {name: (*rule, secret[name]) for name, rule in by_name.items()}
-    texts, text = redactor.text_cache, redactor.text
+    # Scrubbed texts are looked up in the redactor's cache first, as its own
+    # ``arguments`` does: a hit costs no call.
+    texts, text = redactor._texts, redactor.text
 
     def accept(arguments: dict[str, Any]) -> dict[str, Any] | None:
         redacted: dict[str, Any] = {}
