@@ -708,11 +708,8 @@ def _collector_paused() -> Iterator[None]:
     collection every few hundred allocations, each scanning everything built so
     far: that was half the time spent building them. They hold no cycles.
 
-    Re-enabled as it is, the collector scans them all at the next allocation
-    (~0.05 s for 40k findings, one core, on every analysis): instead they go
-    straight to the oldest generation (freeze, then unfreeze), as if they had
-    survived the collections they skipped. Only when nothing else is frozen: a
-    caller's own ``gc.freeze()`` (e.g. before forking) is left as it is.
+    The collector's generations stay the caller's: freezing and unfreezing to
+    promote the findings would promote every young object of the process too.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -720,9 +717,6 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
             gc.enable()
 
 
