@@ -84,20 +84,23 @@ def _reader_error(exc: duckdb.Error) -> str:
     return _SCRATCH_FILE.sub("", first)
 
 
-def _canonical_json(text: str) -> str:
-    """Canonical JSON (sorted keys, no whitespace) of ``text``, or ``text`` itself
-    when it is not JSON: argument and result equality ignores key order."""
-    # The tracer's canonical JSON, so both sides compare the same bytes.
-    # Imported on first use: importing the tracer package (its executor, JSON
-    # Schema) cost ~0.07 CPU s per analysis, and DuckDB calls this only for
-    # arguments without toolspan.args.hash and for result texts, which
-    # toolspan's own spans do not carry.
+def _canonical_json_function() -> Callable[[str], str]:
+    """``toolspan_canonical_json``: canonical JSON (sorted keys, no whitespace) of
+    a text, or the text itself when it is not JSON, so argument and result
+    equality ignores key order. The tracer's canonical JSON, so both sides
+    compare the same bytes; imported here, when a refresh first needs the
+    function, not per row and not at import: importing the tracer package (its
+    executor, JSON Schema) cost ~0.07 CPU s per analysis, and toolspan's own
+    spans carry their hashes."""
     from ..tracer._canonical import canonical_json
 
-    try:
-        return canonical_json(orjson.loads(text)).decode()
-    except orjson.JSONDecodeError:
-        return text
+    def canonical(text: str) -> str:
+        try:
+            return canonical_json(orjson.loads(text)).decode()
+        except orjson.JSONDecodeError:
+            return text
+
+    return canonical
 
 
 def _spill_directory(
@@ -339,7 +342,7 @@ class Analyzer:
         if not self._canonical_json_registered:
             self._con.create_function(
                 "toolspan_canonical_json",
-                _canonical_json,
+                _canonical_json_function(),
                 ["VARCHAR"],
                 "VARCHAR",
                 side_effects=False,
