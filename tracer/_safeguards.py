@@ -134,10 +134,11 @@ class Safeguards:
         self.release(key, token)
 
     def abandon(self, key: str, token: str, call_id: str) -> None:
-        """After a crash: the write may have happened, so read back next time."""
+        """After a crash: the write may have happened, so read back next time (a
+        claim settled with its effect unknown), logging a store failure rather
+        than hiding the crash behind it."""
         try:
-            self.mark_effect_unknown(key, call_id)
-            self.store.lapse(key, token)
+            self.settle(key, token, call_id, result=None, effect_unknown=True)
         except StoreError:
             _log.warning("could not settle an idempotency key after a crash")
 
