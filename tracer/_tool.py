@@ -31,7 +31,7 @@ SideEffect = Literal["none", "write"]
 # reference ``jsonschema`` library explains failures field by field.
 _Validator = Callable[[Any], Any]
 # A quicker first look at the arguments for the schemas most tools declare
-# (see ``_acceptor``): True means valid; False means "ask the validator".
+# (see ``_quick_rules``): True means valid; False means "ask the validator".
 _Acceptor = Callable[[dict[str, Any]], bool]
 # The same look that also redacts (see ``redacting_acceptor``): the redacted
 # copy of valid arguments, or ``None`` for "ask the validator".
@@ -354,12 +354,6 @@ def _quick_rules(schema: Mapping[str, Any] | None) -> _Rules | None:
             return None
         rules[name] = rule
     return rules, tuple(required), schema.get("additionalProperties") is False
-
-
-def _acceptor(schema: Mapping[str, Any] | None) -> _Acceptor | None:
-    """The quick accept of ``schema`` (see :func:`_quick_rules`), or ``None``."""
-    rules = _quick_rules(schema)
-    return None if rules is None else _accept_with(*rules)
 
 
 def _property_rule(schema: Any) -> _Rule | None:

@@ -1,4 +1,4 @@
-"""The quick accept in front of the JSON Schema validator (``_tool._acceptor``)
+"""The quick accept in front of the JSON Schema validator (``Tool._accept_args``)
 never changes a verdict: the arguments are valid exactly when fastjsonschema
 says so, whatever the quick check thought. Its fusion with the redaction
 (``_tool.redacting_acceptor``) says "valid" exactly when it does, and then
@@ -16,7 +16,20 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from toolspan.tracer import ConfigurationError, Redactor, Tool
-from toolspan.tracer._tool import _acceptor, parse_arguments, redacting_acceptor
+from toolspan.tracer._tool import (
+    _accept_with,
+    _Acceptor,
+    _quick_rules,
+    parse_arguments,
+    redacting_acceptor,
+)
+
+
+def _acceptor(schema: dict[str, Any] | None) -> _Acceptor | None:
+    """The quick accept a tool of ``schema`` gets (as ``Tool.__post_init__`` builds it)."""
+    rules = _quick_rules(schema)
+    return None if rules is None else _accept_with(*rules)
+
 
 NAMES = ["a", "b", "c", "d"]
 
