@@ -49,9 +49,8 @@ _DERIVE_CALLS = (
     "forget_touched_calls",
     "forget_touched_attempts",
     "insert_tool_calls",
-    "insert_attempts",
-    "forget_pending",
 )
+_DERIVE_ATTEMPTS = ("insert_attempts", "forget_pending")
 _DERIVE_FINDINGS = ("forget_findings", "insert_findings")
 _FINDINGS_PER_FETCH = 10_000
 # The typed read's default buffer (maximum_object_size in read_batch.sql).
@@ -324,8 +323,15 @@ class Analyzer:
         with self._transaction():
             if pending:
                 self._derive(_EXTRACT_TOOL_SPANS)
-                self._fingerprint_tool_spans()
+                [(unfingerprinted, weak)] = self._execute(
+                    _statement("derive", "count_touched_tool_spans")
+                ).fetchall()
+                if unfingerprinted:
+                    self._fingerprint_tool_spans()
                 self._derive(_DERIVE_CALLS)
+                if weak:
+                    self._derive(["forget_dominated_calls"])
+                self._derive(_DERIVE_ATTEMPTS)
             self._derive(_DERIVE_FINDINGS)
 
     def _derive(self, names: Sequence[str]) -> None:
@@ -334,11 +340,8 @@ class Analyzer:
 
     def _fingerprint_tool_spans(self) -> None:
         """Fingerprint the touched tool spans that carry no hash (derive.sql,
-        count_unfingerprinted), registering the canonical JSON function on first
-        need: registering a Python function imports numpy into DuckDB."""
-        [(count,)] = self._execute(_statement("derive", "count_unfingerprinted")).fetchall()
-        if not count:
-            return
+        count_touched_tool_spans), registering the canonical JSON function on
+        first need: registering a Python function imports numpy into DuckDB."""
         if not self._canonical_json_registered:
             self._con.create_function(
                 "toolspan_canonical_json",
@@ -454,9 +457,11 @@ class Analyzer:
         if not self._stage_macros_made:
             self._execute(_statement("read_batch", "or_null_macro"))
             self._execute(_statement("read_batch", "read_batch_macro"))
-        empty = scratch / "empty.jsonl"
-        empty.touch()
-        self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
+        # Cut-off .zst files read "fine" up to the cut: send them the slow way,
+        # which keeps the lines before the cut and reports the damage.
+        cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
+        failed = self._read_into_new_stage([p for p in batch if p not in cut_off], scratch)
+        failed += cut_off
         if not self._stage_macros_made:
             # Once per connection (they are temporary): a macro binds its
             # tables when it is created, the stage's among them, and again on
@@ -470,11 +475,6 @@ class Analyzer:
             ):
                 self._execute(_statement("ingest", name))
             self._stage_macros_made = True
-        # Cut-off .zst files read "fine" up to the cut: send them the slow way,
-        # which keeps the lines before the cut and reports the damage.
-        cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
-        failed = self._read_into_stage([p for p in batch if p not in cut_off], scratch)
-        failed += cut_off
         suspects, failed_again = self._check_stage()
         failed += failed_again
         for suspect in suspects:
@@ -587,6 +587,29 @@ class Analyzer:
             )
         self._execute(_statement("ingest", "rename_staged_file"), [str(path), str(alone)])
 
+    def _read_into_new_stage(self, batch: list[Path], scratch: Path) -> list[Path]:
+        """Make the stage and read the batch into it (as ``_read_into_stage``).
+
+        The typed read of the whole batch makes the stage itself: making it
+        empty first (from an empty file) cost ~8 ms of one core per batch.
+        When that read fails, or the batch is bundled, the stage is made empty
+        and filled file by file or bundle by bundle."""
+        bundled = sum(_inputs.is_bundleable(path) for path in batch) >= _MIN_BUNDLE_FILES
+        if batch and not bundled:
+            try:
+                self._con.execute(
+                    _statement("ingest", "create_stage_reading"), [[str(p) for p in batch]]
+                )
+                return []
+            except duckdb.Error:
+                pass  # find the file(s) at fault, in a stage made empty
+        empty = scratch / "empty.jsonl"
+        empty.touch()
+        self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
+        if batch and not bundled:
+            return self._read_files(batch, batch_failed=True)
+        return self._read_into_stage(batch, scratch)
+
     def _read_into_stage(self, batch: list[Path], scratch: Path) -> list[Path]:
         """Typed read of the batch; on an error, file by file. Returns the files
         to read line by line: those DuckDB could not parse or decompress.
@@ -615,14 +638,20 @@ class Analyzer:
             failed += self._read_files(left_out)
         return failed
 
-    def _read_files(self, batch: list[Path], *, slow: bool = False) -> list[Path]:
+    def _read_files(
+        self, batch: list[Path], *, slow: bool = False, batch_failed: bool = False
+    ) -> list[Path]:
+        """Typed read of ``batch`` into the stage, file by file once the whole
+        batch failed (or ``batch_failed`` says it did); returns the files that
+        DuckDB could not parse or decompress."""
         if not batch:
             return []
-        try:
-            self._insert_stage(batch, slow=slow)
-            return []
-        except duckdb.Error:
-            pass  # find the file(s) at fault
+        if not batch_failed:
+            try:
+                self._insert_stage(batch, slow=slow)
+                return []
+            except duckdb.Error:
+                pass  # find the file(s) at fault
         failed: list[Path] = []
         for path in batch:
             try:

@@ -140,16 +140,19 @@ SELECT
     duration_ms
 FROM tool_span;
 
--- name: count_unfingerprinted
+-- name: count_touched_tool_spans
 -- How many touched tool spans need a fingerprint of their arguments (they
 -- carry no toolspan.args.hash) or of their result text: the fingerprint is
 -- the SHA-256 of the canonical JSON, which the Analyzer computes in Python
 -- (toolspan_canonical_json). Registering that function imports numpy into
 -- DuckDB (~0.06 CPU s), so it is registered only when a span needs it;
--- toolspan's own spans carry their hashes and no result text.
-SELECT count(*)
-FROM touched_tool_spans
-WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL) OR result_text IS NOT NULL;
+-- toolspan's own spans carry their hashes and no result text. Then how many
+-- are weak call spans (forget_dominated_calls runs only if some are).
+SELECT
+    count(*) FILTER (
+        WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL) OR result_text IS NOT NULL),
+    count(*) FILTER (WHERE source IN ('genai', 'openinference'))
+FROM touched_tool_spans;
 
 -- name: fingerprint_tool_spans
 UPDATE touched_tool_spans
@@ -189,7 +192,52 @@ GROUP BY trace_id;
 -- touched_tool_spans holds the touched traces' spans only: no statement below
 -- filters by touched_traces again. Narrow CTEs only: DuckDB materialises a CTE used twice, so a wide one (with
 -- the arguments text) would hold every touched tool span in memory.
+-- Every call span becomes a call here; forget_dominated_calls then removes
+-- those another instrumentation's span stands for too.
 INSERT INTO tool_call_rows
+WITH attempt_count AS (
+    SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts
+    FROM touched_tool_spans
+    WHERE source = 'attempt'
+    GROUP BY ALL
+),
+call AS (
+    SELECT
+        c.*,
+        coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
+        toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
+        coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,
+        coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
+    FROM touched_tool_spans AS c
+    LEFT JOIN touched_conversations AS tc USING (trace_id)
+    LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
+    WHERE c.source <> 'attempt'
+)
+SELECT
+    trace_id, span_id, parent_span_id, conversation_id, request_id, turn_id, tool, call_id,
+    side_effect, idempotency_key, coalesce(replayed, false) AS replayed, args_fingerprint,
+    arguments,
+    -- The loop answer: the result on success, the error code on failure.
+    CASE
+        WHEN status = 'succeeded' THEN coalesce(result_hash, result_fingerprint, 'ok')
+        ELSE coalesce(error_code, status_code)
+    END AS answer,
+    coalesce(result_hash, result_fingerprint) AS result_hash,
+    status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
+    start_time, end_time, duration_ms, source, side_effect_attr, read_back, resource_key
+FROM call;
+
+-- name: forget_dominated_calls
+-- The same call seen by two instrumentations (e.g. Pydantic AI's execute_tool
+-- span around toolspan's call span) is one logical call: keep the richer span
+-- (toolspan > genai > openinference) when the two are parent and child or share
+-- the tool-call id. Run only when a touched tool span is weak (genai or
+-- openinference, count_touched_tool_spans): with toolspan's spans alone no call
+-- is dominated, and finding none cost ~0.08 s per 1M spans inside
+-- insert_tool_calls. Three equi-joins rather than one join on an OR, which
+-- DuckDB cannot hash. The richness bounds (implied by strong > weak) filter
+-- each side before its hash table, and only traces with a weak span can hold
+-- a dominated one.
 WITH call_key AS (
     SELECT
         trace_id, span_id, parent_span_id, call_id, tool,
@@ -197,14 +245,6 @@ WITH call_key AS (
     FROM touched_tool_spans
     WHERE source <> 'attempt'
 ),
--- The same call seen by two instrumentations (e.g. Pydantic AI's execute_tool
--- span around toolspan's call span) is one logical call: keep the richer span
--- (toolspan > genai > openinference) when the two are parent and child or share
--- the tool-call id. Three equi-joins rather than one join on an OR, which
--- DuckDB cannot hash. The richness bounds (implied by strong > weak) filter
--- each side before its hash table, and only traces with a weak span can hold
--- a dominated one: with only toolspan spans no side is weak, and no hash
--- table is built (three of every call cost ~0.05 CPU s per 1M spans).
 weak AS (
     SELECT * FROM call_key WHERE richness < 3
 ),
@@ -227,40 +267,9 @@ dominated AS (
     FROM weak
     JOIN strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
     WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
-),
-attempt_count AS (
-    SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts
-    FROM touched_tool_spans
-    WHERE source = 'attempt'
-    GROUP BY ALL
-),
-call AS (
-    SELECT
-        c.*,
-        coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
-        toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
-        coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,
-        coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
-    FROM touched_tool_spans AS c
-    LEFT JOIN touched_conversations AS tc USING (trace_id)
-    LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
-    WHERE c.source <> 'attempt'
-      AND NOT EXISTS (
-        SELECT 1 FROM dominated AS d WHERE d.trace_id = c.trace_id AND d.span_id = c.span_id)
 )
-SELECT
-    trace_id, span_id, parent_span_id, conversation_id, request_id, turn_id, tool, call_id,
-    side_effect, idempotency_key, coalesce(replayed, false) AS replayed, args_fingerprint,
-    arguments,
-    -- The loop answer: the result on success, the error code on failure.
-    CASE
-        WHEN status = 'succeeded' THEN coalesce(result_hash, result_fingerprint, 'ok')
-        ELSE coalesce(error_code, status_code)
-    END AS answer,
-    coalesce(result_hash, result_fingerprint) AS result_hash,
-    status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
-    start_time, end_time, duration_ms, source, side_effect_attr, read_back, resource_key
-FROM call;
+DELETE FROM tool_call_rows AS c
+WHERE EXISTS (SELECT 1 FROM dominated AS d WHERE d.trace_id = c.trace_id AND d.span_id = c.span_id);
 
 -- name: insert_attempts
 INSERT INTO attempt_rows

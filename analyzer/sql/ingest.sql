@@ -6,6 +6,10 @@
 -- The stage's columns come from the read itself (an empty file binds them).
 CREATE OR REPLACE TEMP TABLE stage AS SELECT * FROM _read_batch(?);
 
+-- name: create_stage_reading
+-- The same, made by the typed read of the batch itself.
+CREATE OR REPLACE TEMP TABLE stage AS SELECT * FROM _read_batch(?);
+
 -- name: insert_stage
 INSERT INTO stage SELECT * FROM _read_batch(?);
 

@@ -104,3 +104,114 @@ def test_side_effects_match_the_correlated_exists(
     ).fetchall()
     assert [new for new, _ in rows] == [old for _, old in rows]
     con.execute("DELETE FROM write_tools")
+
+
+# The calls as first written: one statement that leaves the dominated call
+# spans out (NOT EXISTS), where the refresh inserts every call span and removes
+# the dominated ones after, only when a touched span is weak (derive.sql).
+_CALLS_IN_ONE_STATEMENT = """
+CREATE OR REPLACE TEMP TABLE calls_in_one_statement AS
+WITH call_key AS (
+    SELECT
+        trace_id, span_id, parent_span_id, call_id, tool,
+        CASE source WHEN 'toolspan' THEN 3 WHEN 'genai' THEN 2 ELSE 1 END AS richness
+    FROM touched_tool_spans
+    WHERE source <> 'attempt'
+),
+weak AS (
+    SELECT * FROM call_key WHERE richness < 3
+),
+strong AS (
+    SELECT * FROM call_key
+    WHERE richness > 1 AND trace_id IN (SELECT trace_id FROM weak)
+),
+dominated AS (
+    SELECT weak.trace_id, weak.span_id
+    FROM weak
+    JOIN strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
+    WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+    UNION
+    SELECT weak.trace_id, weak.span_id
+    FROM weak
+    JOIN strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
+    WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+    UNION
+    SELECT weak.trace_id, weak.span_id
+    FROM weak
+    JOIN strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
+    WHERE strong.richness > weak.richness AND strong.tool IS NOT DISTINCT FROM weak.tool
+),
+attempt_count AS (
+    SELECT trace_id, parent_span_id AS span_id, count(*) AS attempts
+    FROM touched_tool_spans
+    WHERE source = 'attempt'
+    GROUP BY ALL
+),
+call AS (
+    SELECT
+        c.*,
+        coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
+        toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
+        coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,
+        coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
+    FROM touched_tool_spans AS c
+    LEFT JOIN touched_conversations AS tc USING (trace_id)
+    LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
+    WHERE c.source <> 'attempt'
+      AND NOT EXISTS (
+        SELECT 1 FROM dominated AS d WHERE d.trace_id = c.trace_id AND d.span_id = c.span_id)
+)
+SELECT
+    trace_id, span_id, parent_span_id, conversation_id, request_id, turn_id, tool, call_id,
+    side_effect, idempotency_key, coalesce(replayed, false) AS replayed, args_fingerprint,
+    arguments,
+    CASE
+        WHEN status = 'succeeded' THEN coalesce(result_hash, result_fingerprint, 'ok')
+        ELSE coalesce(error_code, status_code)
+    END AS answer,
+    coalesce(result_hash, result_fingerprint) AS result_hash,
+    status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
+    start_time, end_time, duration_ms, source, side_effect_attr, read_back, resource_key
+FROM call
+"""
+_DERIVE = load_statements("toolspan.analyzer", "sql/derive.sql")
+
+call_spans = st.lists(
+    st.tuples(
+        st.sampled_from(["t1", "t2"]),
+        st.sampled_from(["a", "b", "c", "d", "e"]),
+        st.sampled_from([None, "a", "b", "c", "x"]),
+        st.sampled_from(["toolspan", "genai", "openinference", "attempt"]),
+        st.sampled_from([None, "search", "send"]),
+        st.sampled_from([None, "call-1", "call-2"]),
+    ),
+    max_size=10,
+    unique_by=lambda span: (span[0], span[1]),
+)
+
+
+@given(spans=call_spans)
+def test_calls_without_the_dominated_match_the_one_statement(
+    analyzer: Analyzer, spans: list[tuple[str, str, str | None, str, str | None, str | None]]
+) -> None:
+    con = analyzer.connection
+    for name in ("touched_traces", "attribute_positions", "extract_tool_spans"):
+        con.execute(_DERIVE[name])  # an empty touched_tool_spans of the refresh's columns
+    columns = ("trace_id", "span_id", "parent_span_id", "source", "tool", "call_id")
+    con.execute(
+        f"INSERT INTO touched_tool_spans ({', '.join(columns)}) "
+        "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+        "unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+        [[span[i] for span in spans] for i in range(len(columns))],
+    )
+    con.execute(_DERIVE["trace_conversations"])
+    con.execute(_CALLS_IN_ONE_STATEMENT)
+    con.execute("DELETE FROM tool_call_rows")
+    con.execute(_DERIVE["insert_tool_calls"])
+    [(_, weak)] = con.execute(_DERIVE["count_touched_tool_spans"]).fetchall()
+    if weak:
+        con.execute(_DERIVE["forget_dominated_calls"])
+    ordered = "ORDER BY ALL"
+    expected = con.execute(f"SELECT * FROM calls_in_one_statement {ordered}").fetchall()
+    assert con.execute(f"SELECT * FROM tool_call_rows {ordered}").fetchall() == expected
+    con.execute("DELETE FROM tool_call_rows")
