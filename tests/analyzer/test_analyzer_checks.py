@@ -152,8 +152,10 @@ call AS (
         c.*,
         coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
         toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
-        coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,
-        coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
+        coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END)
+            AS status,
+        coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END)
+            AS attempts
     FROM touched_tool_spans AS c
     LEFT JOIN touched_conversations AS tc USING (trace_id)
     LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
