@@ -688,8 +688,11 @@ class Analyzer:
                     self._execute(_statement("ingest", "deduplicate_stage"))
                 self._execute(_statement("ingest", "batch_traces"))
                 known = self._count("count_known_traces")
-                insert = "insert_spans" if known else "insert_new_spans"
-                for name in (insert, "remember_stored_traces", "remember_pending_traces"):
+                if known:
+                    stored = ("insert_spans", "remember_stored_traces")
+                else:
+                    stored = ("insert_new_spans", "remember_new_stored_traces")
+                for name in (*stored, "remember_pending_traces"):
                     self._execute(_statement("ingest", name))
                 self._remember_files(read)
         finally:
@@ -754,17 +757,18 @@ def _collector_paused() -> Iterator[None]:
 
 def _finding(row: tuple[Any, ...]) -> Finding:
     kind, conversation, tool, key, count, span_ids, trace_ids, first, last, detail = row
+    # Positional: ten keyword arguments cost a third of building a Finding.
     return Finding(
-        kind=kind,
-        conversation_id=conversation,
-        tool=tool,
-        idempotency_key=key,
-        count=int(count),
-        span_ids=tuple(span_ids),
-        trace_ids=tuple(trace_ids),
-        first_seen=first,
-        last_seen=last,
-        detail=orjson.loads(detail) if detail else {},
+        kind,
+        conversation,
+        tool,
+        key,
+        int(count),
+        tuple(span_ids),
+        tuple(trace_ids),
+        first,
+        last,
+        orjson.loads(detail) if detail else {},
     )
 
 

@@ -213,6 +213,12 @@ SELECT trace_id FROM batch_traces
 EXCEPT
 SELECT trace_id FROM stored_traces;
 
+-- name: remember_new_stored_traces
+-- The same when none of the batch's traces is stored (count_known_traces):
+-- nothing to take away, and the EXCEPT hashed every stored trace each batch.
+INSERT INTO stored_traces
+SELECT trace_id FROM batch_traces;
+
 -- Files go in and out as parallel lists, one statement for all of them: one
 -- statement per file made 10,000 small files take 20 s.
 

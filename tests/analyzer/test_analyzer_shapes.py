@@ -229,3 +229,7 @@ def test_spans_of_a_stored_trace_are_added_once(
             assert az.ingest([new]).spans == 1
         rows = az.query("SELECT trace_id, span_id, name FROM spans ORDER BY ALL").rows
         assert rows == sorted([(TRACE, i, i) for i in ids] + [("ff" * 16, ids[0], ids[0])])
+        # Each stored trace once: the new batches' traces are added as they
+        # are, the others' without those stored already.
+        stored = az.query("SELECT trace_id FROM stored_traces ORDER BY ALL").rows
+        assert stored == [(TRACE,), ("ff" * 16,)]
