@@ -597,9 +597,7 @@ class Analyzer:
         bundled = sum(_inputs.is_bundleable(path) for path in batch) >= _MIN_BUNDLE_FILES
         if batch and not bundled:
             try:
-                self._con.execute(
-                    _statement("ingest", "create_stage_reading"), [[str(p) for p in batch]]
-                )
+                self._con.execute(_statement("ingest", "create_stage"), [[str(p) for p in batch]])
                 return []
             except duckdb.Error:
                 pass  # find the file(s) at fault, in a stage made empty

@@ -3,11 +3,8 @@
 -- bad_lines remember what was read.
 
 -- name: create_stage
--- The stage's columns come from the read itself (an empty file binds them).
-CREATE OR REPLACE TEMP TABLE stage AS SELECT * FROM _read_batch(?);
-
--- name: create_stage_reading
--- The same, made by the typed read of the batch itself.
+-- The stage's columns come from the read itself: the typed read of the batch
+-- makes it, or of an empty file when the batch is read in parts.
 CREATE OR REPLACE TEMP TABLE stage AS SELECT * FROM _read_batch(?);
 
 -- name: insert_stage
