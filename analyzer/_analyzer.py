@@ -206,8 +206,6 @@ class Analyzer:
         self._run_script("views")
         self._run_script("findings")
         self._execute(_statement("derive", "side_effect_macro"))
-        # Temporary (this connection's): the refresh extracts attributes with it.
-        self._execute(_statement("read_batch", "attribute_macro"))
         self._execute(_statement("schema_check", "write_schema_version"), [SCHEMA_VERSION])
 
     def _check_schema_version(self) -> None:

@@ -10,12 +10,6 @@
 -- name: or_null_macro
 CREATE OR REPLACE TEMP MACRO _or_null(items) AS CASE WHEN len(items) > 0 THEN items ELSE [NULL] END;
 
--- name: attribute_macro
--- One attribute's text (NULL when absent), from a span's key list (its shape's,
--- attribute_shapes) and its texts: far cheaper than building a MAP.
-CREATE OR REPLACE TEMP MACRO _attribute(attribute_keys, attribute_vals, attribute_key) AS
-    attribute_vals[list_position(attribute_keys, attribute_key)];
-
 -- name: read_batch_macro
 -- The typed read of a list of files, as a table: the stage is created and
 -- filled from it (ingest.sql).
