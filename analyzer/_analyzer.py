@@ -458,7 +458,7 @@ class Analyzer:
         # Cut-off .zst files read "fine" up to the cut: send them the slow way,
         # which keeps the lines before the cut and reports the damage.
         cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
-        failed = self._read_into_new_stage([p for p in batch if p not in cut_off], scratch)
+        failed = self._read_into_stage([p for p in batch if p not in cut_off], scratch)
         failed += cut_off
         if not self._stage_macros_made:
             # Once per connection (they are temporary): a macro binds its
@@ -585,15 +585,18 @@ class Analyzer:
             )
         self._execute(_statement("ingest", "rename_staged_file"), [str(path), str(alone)])
 
-    def _read_into_new_stage(self, batch: list[Path], scratch: Path) -> list[Path]:
-        """Make the stage and read the batch into it (as ``_read_into_stage``).
+    def _read_into_stage(self, batch: list[Path], scratch: Path) -> list[Path]:
+        """Make the stage and read the batch into it (the typed read). Returns
+        the files to read line by line: those DuckDB could not parse or decompress.
 
         The typed read of the whole batch makes the stage itself: making it
-        empty first (from an empty file) cost ~8 ms of one core per batch.
-        When that read fails, or the batch is bundled, the stage is made empty
-        and filled file by file or bundle by bundle."""
-        bundled = sum(_inputs.is_bundleable(path) for path in batch) >= _MIN_BUNDLE_FILES
-        if batch and not bundled:
+        empty first (from an empty file) cost ~8 ms of one core per batch. When
+        that read fails, the stage is made empty and the files are read one by
+        one. Many small files are first copied into bundles read as one file
+        each: the typed read costs about a millisecond per file it opens."""
+        small = [path for path in batch if _inputs.is_bundleable(path)]
+        bundles = len(small) >= _MIN_BUNDLE_FILES
+        if batch and not bundles:
             try:
                 self._con.execute(_statement("ingest", "create_stage"), [[str(p) for p in batch]])
                 return []
@@ -602,19 +605,8 @@ class Analyzer:
         empty = scratch / "empty.jsonl"
         empty.touch()
         self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
-        if batch and not bundled:
-            return self._read_files(batch, batch_failed=True)
-        return self._read_into_stage(batch, scratch)
-
-    def _read_into_stage(self, batch: list[Path], scratch: Path) -> list[Path]:
-        """Typed read of the batch; on an error, file by file. Returns the files
-        to read line by line: those DuckDB could not parse or decompress.
-
-        Many small files are first copied into bundles read as one file each:
-        the typed read costs about a millisecond per file it opens."""
-        small = [path for path in batch if _inputs.is_bundleable(path)]
-        if len(small) < _MIN_BUNDLE_FILES:
-            return self._read_files(batch)
+        if not bundles:
+            return self._read_each(batch)
         bundled = set(small)
         failed = self._read_files([path for path in batch if path not in bundled])
         for number, group in enumerate(_inputs.bundle_groups(small)):
@@ -634,20 +626,20 @@ class Analyzer:
             failed += self._read_files(left_out)
         return failed
 
-    def _read_files(
-        self, batch: list[Path], *, slow: bool = False, batch_failed: bool = False
-    ) -> list[Path]:
-        """Typed read of ``batch`` into the stage, file by file once the whole
-        batch failed (or ``batch_failed`` says it did); returns the files that
-        DuckDB could not parse or decompress."""
+    def _read_files(self, batch: list[Path], *, slow: bool = False) -> list[Path]:
+        """Typed read of ``batch`` into the stage, file by file if that fails;
+        returns the files DuckDB could not parse or decompress."""
         if not batch:
             return []
-        if not batch_failed:
-            try:
-                self._insert_stage(batch, slow=slow)
-                return []
-            except duckdb.Error:
-                pass  # find the file(s) at fault
+        try:
+            self._insert_stage(batch, slow=slow)
+            return []
+        except duckdb.Error:
+            return self._read_each(batch, slow=slow)  # find the file(s) at fault
+
+    def _read_each(self, batch: list[Path], *, slow: bool = False) -> list[Path]:
+        """Typed read of each file of ``batch`` into the stage on its own;
+        returns those DuckDB could not parse or decompress."""
         failed: list[Path] = []
         for path in batch:
             try:
