@@ -261,20 +261,18 @@ def parse_arguments(
         if problem is not None:
             return arguments, problem, None
     check = declared._check_args
-    if check is not None:
-        if quick is not None:
-            redacted = quick(arguments)
-            if redacted is not None:
-                return arguments, None, redacted
-            accept = None  # it said "ask the validator" already
-        else:
-            accept = declared._accept_args
-        if accept is None or not accept(arguments):
-            try:
-                check(arguments)
-            except Exception:
-                problem = explain_schema_errors(declared.parameters or {}, arguments)
-                return arguments, problem, None
+    if check is None:
+        return arguments, None, None
+    if quick is not None:
+        redacted = quick(arguments)
+        if redacted is not None:
+            return arguments, None, redacted
+    elif (accept := declared._accept_args) is not None and accept(arguments):
+        return arguments, None, None
+    try:
+        check(arguments)  # the quick look could not vouch for them: the validator decides
+    except Exception:
+        return arguments, explain_schema_errors(declared.parameters or {}, arguments), None
     return arguments, None, None
 
 
