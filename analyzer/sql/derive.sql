@@ -67,10 +67,10 @@ FROM attribute_shapes;
 -- Tool spans of every instrumentation: toolspan call and attempt spans, GenAI
 -- execute_tool spans, OpenInference TOOL spans, of the touched traces, with
 -- the attributes the views need extracted (the arguments/results without a
--- hash are fingerprinted next, fingerprint_tool_spans). Message-history attributes are never read:
--- they repeat earlier turns. A temporary table: the refresh reads every span
--- of a touched trace again anyway, so storing them (and deleting them for the
--- next refresh) only cost time.
+-- hash are fingerprinted next, fingerprint_tool_spans). Message-history
+-- attributes are never read: they repeat earlier turns. A temporary table:
+-- the refresh reads every span of a touched trace again anyway, so storing
+-- them (and deleting them for the next refresh) only cost time.
 CREATE OR REPLACE TEMP TABLE touched_tool_spans AS
 WITH tool_span_list AS (
     SELECT *
@@ -190,8 +190,9 @@ GROUP BY trace_id;
 
 -- name: insert_tool_calls
 -- touched_tool_spans holds the touched traces' spans only: no statement below
--- filters by touched_traces again. Narrow CTEs only: DuckDB materialises a CTE used twice, so a wide one (with
--- the arguments text) would hold every touched tool span in memory.
+-- filters by touched_traces again. Narrow CTEs only: DuckDB materialises a CTE
+-- used twice, so a wide one (with the arguments text) would hold every touched
+-- tool span in memory.
 -- Every call span becomes a call here; forget_dominated_calls then removes
 -- those another instrumentation's span stands for too.
 INSERT INTO tool_call_rows
