@@ -440,6 +440,24 @@ CALL_JSON = (
 )
 
 
+def sample(
+    variants: list[Variant],
+    provider: TracerProvider,
+    iterations: int,
+    repeats: int,
+    warmup: int,
+) -> None:
+    """Warm every variant up, then take ``repeats`` samples of each."""
+    for item in variants:
+        item.measure(warmup)
+    provider.force_flush()
+    for _ in range(repeats):
+        # Interleaved, so drift (thermal, other load) hits every variant alike.
+        for item in variants:
+            item.samples.append(item.measure(iterations))
+            provider.force_flush()
+
+
 def run(iterations: int, repeats: int, warmup: int) -> list[Variant]:
     exporter = DiscardingExporter()
     provider = TracerProvider()
@@ -447,14 +465,7 @@ def run(iterations: int, repeats: int, warmup: int) -> list[Variant]:
     loop = asyncio.new_event_loop()
     try:
         variants = build_variants(provider, loop, executor_span_shapes())
-        for item in variants:
-            item.measure(warmup)
-        provider.force_flush()
-        for _ in range(repeats):
-            # Interleaved, so drift (thermal, other load) hits every variant alike.
-            for item in variants:
-                item.samples.append(item.measure(iterations))
-                provider.force_flush()
+        sample(variants, provider, iterations, repeats, warmup)
     finally:
         loop.close()
         provider.shutdown()
@@ -847,20 +858,16 @@ def line(iterations: int, repeats: int) -> None:
     the executor, interleaved in every repeat: median per call and x floor."""
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
-    variants = _line_variants(provider)
-    samples: dict[str, list[float]] = {label: [] for label in variants}
-    for fn in variants.values():
-        per_call_us(fn, iterations // 3)
-    for _ in range(repeats):
-        for label, fn in variants.items():
-            samples[label].append(per_call_us(fn, iterations))
-            provider.force_flush()
+    variants = [
+        Variant(label, lambda n, fn=fn: per_call_us(fn, n), "floor", [])
+        for label, fn in _line_variants(provider).items()
+    ]
+    sample(variants, provider, iterations, repeats, iterations // 3)
     provider.shutdown()
-    floor = statistics.median(samples["floor"])
+    medians = {item.label: statistics.median(item.samples) for item in variants}
     print(f"\nhow close a structure can come ({repeats} repeats of {iterations} calls)")
-    for label, values in samples.items():
-        median = statistics.median(values)
-        print(f"{label:<30} {median:>9.1f} {median / floor:>7.2f}x")
+    for label, median in medians.items():
+        print(f"{label:<30} {median:>9.1f} {median / medians['floor']:>7.2f}x")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
