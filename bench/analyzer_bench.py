@@ -16,12 +16,19 @@ memory (RSS) is measured per step:
 Then, to show that memory stays bounded as the input grows, the time and peak
 RSS of `analyze` into a database file on a corpus half the size and full size.
 
+With --pairs N, instead: N pairs of the typed unnest then analyze in memory,
+each in a fresh process, alternating, and the median and range of the ratio
+analyze / unnest (wall and CPU) over the pairs. On a shared or noisy machine
+each step's own time varies by 15% from run to run; a pair shares the
+machine's state of the moment, so the ratio varies less than either time.
+
 With --scale, instead: analyze in memory and into a database file on 1M, 2M
 and 4M generated spans (--scale-spans to choose), under the analyzer's default
 memory limit (or --memory-limit), printing time and peak RSS per size and their
 growth against the smallest size.
 
 Usage: python bench/analyzer_bench.py [--spans 1000000] [--files 8] [--repeats 1]
+       python bench/analyzer_bench.py --pairs 15 [--spans 1000000]
        python bench/analyzer_bench.py --scale [--scale-spans 1000000,2000000,4000000]
            [--scale-modes memory,db] [--memory-limit 512MB]
 """
@@ -33,6 +40,7 @@ import hashlib
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -391,6 +399,27 @@ def scale(sizes: list[int], n_files: int, modes: list[str]) -> None:
             )
 
 
+def pairs(n: int, files: list[Path]) -> None:
+    """``n`` alternating pairs of the typed unnest and analyze in memory: the
+    spread of each pair's ratio, wall and CPU."""
+    wall, cpu = [], []
+    for index in range(1, n + 1):
+        unnest, analyze = run_step("unnest", files), run_step("analyze", files)
+        wall.append(analyze["seconds"] / unnest["seconds"])
+        cpu.append(analyze["cpu_s"] / unnest["cpu_s"])
+        print(
+            f"  pair {index:>2}: unnest {unnest['seconds']:.2f} s, analyze "
+            f"{analyze['seconds']:.2f} s, {wall[-1]:.2f}x (CPU {cpu[-1]:.2f}x)",
+            flush=True,
+        )
+    print(f"analyze in memory / bare typed unnest, {n} pairs:")
+    for label, ratios in (("wall", wall), ("CPU", cpu)):
+        print(
+            f"  {label:<4} median {statistics.median(ratios):.2f}x, "
+            f"range {min(ratios):.2f}x..{max(ratios):.2f}x"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -400,6 +429,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="best of N runs per timed step")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--db", default="", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--pairs", type=int, default=0, metavar="N", help="N alternating unnest/analyze pairs"
+    )
     parser.add_argument("--scale", action="store_true", help="time and peak RSS per corpus size")
     parser.add_argument("--scale-spans", default="1000000,2000000,4000000", metavar="N,N,...")
     parser.add_argument(
@@ -422,6 +454,9 @@ def main() -> None:
         scale([int(n) for n in args.scale_spans.split(",")], args.files, modes)
         return
     files = generate(args.spans, args.files)
+    if args.pairs:
+        pairs(args.pairs, files)
+        return
     size_mb = sum(f.stat().st_size for f in files) / 1e6
     print(
         f"corpus: {args.spans:,} spans, {len(files)} files, {size_mb:,.0f} MB, "
