@@ -32,7 +32,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 # Every module of the package once, under its installed name (see the script:
-# `mypy -p toolspan` alone only sees toolspan/, the parts are mapped folders).
+# `mypy -p toolspan` alone only sees common/ (mapped as toolspan), the parts are mapped folders).
 typecheck: setup
 	$(BIN)/python scripts/typecheck.py
 

@@ -1,4 +1,4 @@
-"""The analyzer's branch of toolspan's one exception tree (drawn in ``toolspan/_errors.py``):
+"""The analyzer's branch of toolspan's one exception tree (drawn in ``common/_errors.py``):
 every failure callers see is an ``AnalyzerError``, itself a ``ToolspanError``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dashboard's branch of toolspan's one exception tree (drawn in ``toolspan/_errors.py``):
+"""The dashboard's branch of toolspan's one exception tree (drawn in ``common/_errors.py``):
 one base, ``DashboardError`` (a ``ToolspanError``), and the ways a query can end badly."""
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 The three parts live in top-level folders (``tracer/``, ``analyzer/``,
 ``dashboard/``) that setuptools maps into ``toolspan`` (``package-dir`` in
 pyproject.toml). mypy finds packages by folder, so ``mypy -p toolspan`` alone
-would only see ``toolspan/``: this script hands mypy every file with its module
-name, read from the same ``package-dir`` table, and the options of
-pyproject.toml (``[tool.mypy]``, strict). Errors name the real files.
+would only see ``common/`` (the package root, mapped as ``toolspan``): this
+script hands mypy every file with its module name, read from the same
+``package-dir`` table, and the options of pyproject.toml (``[tool.mypy]``, strict). Errors name the real files.
 
 Usage: ``python scripts/typecheck.py`` (``make typecheck``).
 """

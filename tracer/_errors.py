@@ -1,4 +1,4 @@
-"""The tracer's branch of toolspan's one exception tree (drawn in ``toolspan/_errors.py``).
+"""The tracer's branch of toolspan's one exception tree (drawn in ``common/_errors.py``).
 
 ``ToolspanError``
     Base of everything toolspan raises.

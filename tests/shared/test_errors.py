@@ -1,5 +1,5 @@
 """One exception tree: ToolspanError is the root of every error toolspan raises,
-and the drawing in toolspan/_errors.py is exactly that tree."""
+and the drawing in common/_errors.py is exactly that tree."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _every_module() -> list[str]:
         for info in pkgutil.walk_packages(toolspan.__path__, "toolspan.")
         if not info.name.startswith(SCRIPTS)
     ]
-    # walk_packages only finds what is under toolspan/: the parts are mapped folders.
+    # walk_packages only finds what is under common/ (the root): the parts are mapped folders.
     for part in ("tracer", "analyzer", "dashboard"):
         package = importlib.import_module(f"toolspan.{part}")
         names.append(package.__name__)
@@ -121,4 +121,4 @@ def test_each_part_base_is_a_toolspan_error() -> None:
 
 
 def test_the_readme_links_the_tree() -> None:
-    assert "toolspan/_errors.py" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "common/_errors.py" in (REPO / "README.md").read_text(encoding="utf-8")

@@ -70,11 +70,14 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
 def test_the_three_parts_are_mapped_folders_not_links() -> None:
     mapping = SETUPTOOLS["package-dir"]
     assert mapping == {
-        "toolspan": "toolspan",
+        # No root folder is named toolspan: from the clone's root it would shadow
+        # the installed package (python puts the working directory first).
+        "toolspan": "common",
         "toolspan.tracer": "tracer",
         "toolspan.analyzer": "analyzer",
         "toolspan.dashboard": "dashboard",
     }
+    assert not (REPO / "toolspan").exists()
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
     tracked = subprocess.run(
@@ -146,7 +149,7 @@ def test_each_artifact_installs_and_imports_all_three_parts(
         capture_output=True,
         check=True,
     )
-    run_dir = built["scratch"] / f"run-{kind}"  # not the checkout: no ./toolspan to shadow
+    run_dir = built["scratch"] / f"run-{kind}"
     run_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     out = subprocess.run(

@@ -5,7 +5,7 @@ Three backends behind `IdempotencyStore`: `MemoryStore` (one process), `SQLiteSt
 the ``redis`` extra; imported on first use).
 
 Errors: a failing backend raises `StoreError` (a ``ToolspanError``, see the one tree
-in ``toolspan/_errors.py``) from the backend's
+in ``common/_errors.py``) from the backend's
 exception; invalid store settings raise ``ConfigurationError``; invalid call arguments
 (an empty key, a non-positive lease, a result that is not bytes) raise ``ValueError``.
 """

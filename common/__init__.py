@@ -4,7 +4,7 @@ The parts, each importable alone: ``toolspan.tracer`` (the retry boundary,
 on opentelemetry-api only), ``toolspan.analyzer`` (DuckDB over trace files),
 ``toolspan.dashboard`` (Streamlit over the analyzer). ``toolspan.__version__``
 is the installed version; ``ToolspanError`` is the root of every error
-toolspan raises (the tree: ``toolspan/_errors.py``).
+toolspan raises (the tree: ``common/_errors.py``).
 """
 
 from __future__ import annotations
