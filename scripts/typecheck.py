@@ -5,7 +5,8 @@ The three parts live in top-level folders (``tracer/``, ``analyzer/``,
 pyproject.toml). mypy finds packages by folder, so ``mypy -p toolspan`` alone
 would only see ``common/`` (the package root, mapped as ``toolspan``): this
 script hands mypy every file with its module name, read from the same
-``package-dir`` table, and the options of pyproject.toml (``[tool.mypy]``, strict). Errors name the real files.
+``package-dir`` table, and the options of pyproject.toml (``[tool.mypy]``,
+strict). Errors name the real files.
 
 Usage: ``python scripts/typecheck.py`` (``make typecheck``).
 """
