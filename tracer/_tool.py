@@ -63,7 +63,9 @@ class _RefuseEveryScheme(Mapping[str, Callable[[str], Any]]):
 
 _NO_REMOTE_REFS = _RefuseEveryScheme()
 # jsonschema's resolution of refs outside the schema: none (its default fetches URLs).
-_NO_RETRIEVAL: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse_remote)
+_NO_RETRIEVAL: referencing.Registry[Any] = referencing.Registry(
+    retrieve=_refuse_remote,  # type: ignore[call-arg]  # an attrs alias mypy does not see
+)
 
 
 def _compile(schema: Mapping[str, Any] | None, what: str, name: str) -> _Validator | None:
