@@ -11,6 +11,7 @@ ClickHouse. The collector's table is only ever read.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,7 @@ from pathlib import Path
 from string import Template
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import orjson
 
@@ -121,7 +122,12 @@ def parse_source(text: str, env: Mapping[str, str] | None = None) -> ClickHouseS
             raise DatabaseError("a chdb source needs a directory: chdb:PATH")
         database = (parse_qs(query).get("database") or [database_default])[0]
         return ClickHouseSource("chdb", database, path=str(Path(unquote(path)).resolve()))
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        parts.hostname  # noqa: B018 (parsed on access: a broken IPv6 literal raises here)
+    except ValueError as exc:
+        # The reason only: the text holds the password.
+        raise DatabaseError(f"not a ClickHouse source URL ({exc})") from None
     if parts.scheme not in ("clickhouse", "clickhouses"):
         raise DatabaseError("a ClickHouse source is clickhouse://host:8123/database")
     if not parts.hostname:
@@ -148,7 +154,10 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     match = re.fullmatch(r"(\d+)\s*([smhd])", text.strip())
     if match:
         unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match[2]]
-        return (now or datetime.now(UTC)) - timedelta(**{unit: int(match[1])})
+        try:
+            return (now or datetime.now(UTC)) - timedelta(**{unit: int(match[1])})
+        except OverflowError:
+            raise DatabaseError(f"not a time: {text!r} reaches before the year 1") from None
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -445,11 +454,11 @@ class ClickHouseAnalyzer:
             for name in ("backfill_tool_spans", "backfill_conversations"):
                 self._command(Template(sql[name]).substitute(parts))
         write_tools = "[" + ", ".join(_sql(r) for r in self._write_regexes) + "]"
+        # Each body is substituted once, its own placeholders and the database's
+        # together: a name holding "$" must not be read as a placeholder later.
         bodies = {
-            "_toolspan_tool_spans": Template(sql["tool_spans_view"]).substitute(parts),
-            "_toolspan_trace_conversations": Template(sql["trace_conversations_view"]).substitute(
-                parts
-            ),
+            "_toolspan_tool_spans": sql["tool_spans_view"],
+            "_toolspan_trace_conversations": sql["trace_conversations_view"],
             "tool_calls": statement("clickhouse_derive", "tool_calls"),
             "_toolspan_attempt_rows": statement("clickhouse_derive", "attempt_rows"),
             "attempts": statement("clickhouse_derive", "attempts"),
@@ -463,6 +472,7 @@ class ClickHouseAnalyzer:
                     range_sql="1",
                     write_tools=write_tools,
                     min_repeats=str(DEFAULT_MIN_REPEATS),
+                    db=db,
                 ),
                 db,
             )
@@ -481,6 +491,7 @@ class ClickHouseAnalyzer:
         range_sql: str | None = None,
         write_tools: str = "{write_tools:Array(String)}",
         min_repeats: str = "{min_repeats:UInt32}",
+        db: str = "",
     ) -> str:
         source = f"{_identifier(self._table_database)}.{_identifier(self._table)}"
         sql = _CANONICAL_CALL.sub(lambda m: canonical_json_sql(m[1]), sql)
@@ -489,6 +500,7 @@ class ClickHouseAnalyzer:
             range=self._range_sql() if range_sql is None else range_sql,
             write_tools=write_tools,
             min_repeats=min_repeats,
+            db=db,
         )
 
     def _range_sql(self) -> str:
@@ -575,23 +587,62 @@ class ClickHouseAnalyzer:
 
 
 def run_sql(
-    source: str | ClickHouseSource, sql: str, *, database: str = DEFAULT_VIEWS_DATABASE
+    source: str | ClickHouseSource,
+    sql: str,
+    *,
+    database: str = DEFAULT_VIEWS_DATABASE,
+    limits: SqlLimits | None = None,
 ) -> QueryResult:
-    """Run one query over the views of ``database`` (``toolspan clickhouse init``)."""
+    """Run one read-only, bounded query over the views of ``database``
+    (``toolspan clickhouse init``): the server's own guards, per query (see
+    :class:`SqlLimits`)."""
     parsed = parse_source(source) if isinstance(source, str) else source
     client = _connect(parsed, database=database)
     try:
-        result = client.query(sql, settings=_SETTINGS)
+        result = client.query(sql, settings=(limits or SqlLimits()).settings())
     except Exception as exc:
         message = _message(exc, parsed)
         if "UNKNOWN_TABLE" in message or "Unknown table" in message:
             message += (
                 f" (create the views with: toolspan clickhouse init SOURCE --database {database})"
             )
+        elif "READONLY" in message:
+            message += " (toolspan sql --source only reads: SELECT over the views)"
         raise QueryError(message) from None
     finally:
         client.close()
     return QueryResult(tuple(result.column_names), [tuple(row) for row in result.result_rows])
+
+
+@dataclass(frozen=True)
+class SqlLimits:
+    """The bounds of one ``toolspan sql --source`` query, as ClickHouse settings.
+
+    ``readonly = 1``: reads only, and the query cannot change a setting (its
+    own ``SETTINGS`` clause included), so it cannot lift these limits; ClickHouse
+    also refuses table functions then (``file``, ``url``, ``s3``, ``remote``,
+    ``mysql``, ``executable``, ...: no file, URL or other server is reached).
+    ``timeout_s`` is ``max_execution_time``; ``max_memory_bytes`` is
+    ``max_memory_usage``; ``max_rows``/``max_bytes`` bound the result
+    (``result_overflow_mode = 'throw'``: a clear error, never a silent cut).
+    """
+
+    timeout_s: int = 60
+    max_memory_bytes: int = 2_000_000_000
+    max_rows: int = 1_000_000
+    max_bytes: int = 200_000_000
+
+    def settings(self) -> dict[str, Any]:
+        # readonly last: the ones before it are set while settings may still change.
+        return {
+            **_SETTINGS,
+            "max_execution_time": self.timeout_s,
+            "max_memory_usage": self.max_memory_bytes,
+            "max_result_rows": self.max_rows,
+            "max_result_bytes": self.max_bytes,
+            "result_overflow_mode": "throw",
+            "readonly": 1,
+        }
 
 
 def _connect(source: ClickHouseSource, *, database: str | None = None) -> Any:
@@ -624,13 +675,27 @@ def _connect(source: ClickHouseSource, *, database: str | None = None) -> Any:
 
 
 def _message(exc: BaseException, source: ClickHouseSource) -> str:
-    """The error's text, first lines only, with the password never in it."""
-    text = " ".join(str(exc).split())
+    """The error's text, first lines only, with the credentials never in it.
+
+    A server may echo the password or the ``Authorization`` header it got:
+    both are masked before the text is folded and cut, which would split them.
+    """
+    text = str(exc)
+    for secret in _credentials(source):
+        text = text.replace(secret, "***")
+    text = " ".join(text.split())
     if len(text) > 600:
         text = text[:600] + " ..."
-    if source.password:
-        text = text.replace(source.password, "***")
     return f"{type(exc).__name__}: {text}"
+
+
+def _credentials(source: ClickHouseSource) -> list[str]:
+    """The password as a driver or server may write it: as is, URL-quoted, in Basic auth."""
+    if not source.password:
+        return []
+    basic = base64.b64encode(f"{source.username}:{source.password}".encode()).decode()
+    forms = {basic, source.password, quote(source.password, safe=""), quote(source.password)}
+    return sorted(forms, key=len, reverse=True)  # the longest first: none hides in another
 
 
 def _identifier(name: str) -> str:
@@ -645,7 +710,11 @@ def _strip_type(type_: str) -> str:
 def _qualify(sql: str, database: str) -> str:
     """Name the views' own tables with their database (views resolve names at use)."""
     names = "|".join(name for name, _ in _STAGES)
-    return re.sub(rf"(?<![\w.`$])({names})\b", lambda m: f"{database}.{m[1]}", sql)
+    # Comments, quoted names and string literals first, left as they are (a
+    # database may be called "x tool_calls"; a comment may hold an apostrophe).
+    skipped = r"--[^\n]*|/\*.*?\*/|`(?:[^`\\]|\\.)*`|'(?:[^'\\]|\\.)*'"
+    pattern = rf"{skipped}|(?<![\w.$])({names})\b"
+    return re.sub(pattern, lambda m: f"{database}.{m[1]}" if m[1] else m[0], sql, flags=re.S)
 
 
 def _finding(row: Sequence[Any]) -> Finding:
@@ -674,6 +743,7 @@ __all__ = [
     "DEFAULT_VIEWS_DATABASE",
     "ClickHouseAnalyzer",
     "ClickHouseSource",
+    "SqlLimits",
     "canonical_json_sql",
     "glob_regex",
     "is_clickhouse_source",

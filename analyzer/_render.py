@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
@@ -35,14 +37,45 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+def visible(text: str) -> str:
+    """``text`` with every control or format character written as an escape.
+
+    Trace values are untrusted: a newline would start a new table row, an ESC
+    byte a terminal escape sequence, a bidi override would reorder the line.
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        _ESCAPES.get(char) or (f"\\u{ord(char):04x}" if _hidden(char) else char) for char in text
+    )
+
+
+def _hidden(char: str) -> bool:
+    return unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Markdown that could make structure in a table cell: links and images, HTML,
+# code, emphasis, strikethrough, entities, the cell separator, and the escape
+# itself. "_" only at a word's edge (create_user stays as it is).
+_MARKDOWN = re.compile(r"[\\`*\[\]<>|~&!]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as literal Markdown inline text: control characters and metacharacters escaped."""
+    return _MARKDOWN.sub(lambda m: "\\" + m[0], visible(text))
+
+
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, markdown: bool = False) -> str:
-    """An aligned text table, or a GitHub-flavoured markdown table."""
-    texts = [[cell(v) for v in row] for row in rows]
+    """An aligned text table, or a GitHub-flavoured markdown table; cells are
+    shown literally (see :func:`visible`, :func:`markdown_text`)."""
     if markdown:
-        head = "| " + " | ".join(columns) + " |"
+        head = "| " + " | ".join(markdown_text(c) for c in columns) + " |"
         rule = "|" + "|".join("---" for _ in columns) + "|"
-        body = ["| " + " | ".join(t.replace("|", "\\|") for t in row) + " |" for row in texts]
+        body = ["| " + " | ".join(markdown_text(cell(v)) for v in row) + " |" for row in rows]
         return "\n".join([head, rule, *body])
+    columns = [visible(c) for c in columns]
+    texts = [[visible(cell(v)) for v in row] for row in rows]
     widths = [max([len(c), *(len(row[i]) for row in texts)]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))

@@ -92,7 +92,12 @@ class CircuitBreaker:
         self.half_open_calls = check_at_least(owner, "half_open_calls", half_open_calls, 1)
         self.store, self._state = resolve_store(owner, store)
         self._settings = BreakerSettings(
-            self.failure_ratio, self.min_calls, self.window_s, self.half_open_calls, self.open_s
+            self.failure_ratio,
+            self.min_calls,
+            self.window_s,
+            self.half_open_calls,
+            probe_lease_s=self.open_s,
+            open_s=self.open_s,
         )
         self._clock = clock
         self._rng = rng or random.Random()

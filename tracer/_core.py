@@ -45,11 +45,12 @@ from ._breaker import CircuitBreaker, Transition
 from ._budget import RetryBudget
 from ._canonical import canonical_json, digest
 from ._errors import ConfigurationError, ToolError
+from ._fleetcheck import check_at_least
 from ._hooks import Hook, dispatch_attempt, dispatch_call
 from ._next import next_step
 from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._redact import Redactor
-from ._result import RETRYABLE_STATUSES, Status, ToolResult, package
+from ._result import RETRYABLE_STATUSES, Status, ToolResult, cap_text, package
 from ._safeguards import LeaseKeeper, Safeguards
 from ._spans import SpanWriter, base_attributes
 from ._throttle import ThrottledWarning
@@ -116,6 +117,11 @@ _UNKNOWN = object()
 # What an INVOKE asks for, so the core knows which step the answer feeds.
 _ATTEMPT, _READ_BACK_FIRST, _READ_BACK_AFTER_FAILURE = 0, 1, 2
 
+# Arguments orjson cannot encode (it stops at 64-bit integers and 254 levels).
+_UNENCODABLE = (
+    "invalid arguments: not representable as JSON here "
+    "(an integer past 64 bits, or nesting deeper than 254 levels)"
+)
 # A retry the budget refused: the attempt span records no scheduled delay.
 _NOT_RETRIED = Decision(retry=False)
 
@@ -274,9 +280,7 @@ class Core:
             self.redactor.arguments if type(self.redactor) is Redactor else self.redactor.value
         )
         self.hash_key = hash_key.encode() if isinstance(hash_key, str) else hash_key
-        if max_result_bytes < 64:
-            raise ConfigurationError("max_result_bytes must be at least 64")
-        self.max_result_bytes = max_result_bytes
+        self.max_result_bytes = check_at_least("Executor", "max_result_bytes", max_result_bytes, 64)
         self.clock = clock
         # An unreachable store fails every call alike: warn at a bounded rate.
         self._store_warning = ThrottledWarning(_log, clock=clock)
@@ -301,13 +305,17 @@ class Core:
         )
         if redacted is None:
             redacted = self._redact_arguments(arguments)
-        args_bytes = canonical_json(redacted)
         hash_key = self.hash_key
-        if hash_key is None:
-            args_hash = _sha256(args_bytes).hexdigest()
-        else:
-            raw_bytes = canonical_json(arguments) if hash_key else args_bytes
-            args_hash = digest(raw_bytes, hash_key)
+        try:
+            args_bytes = canonical_json(redacted)
+            if hash_key is None:
+                args_hash = _sha256(args_bytes).hexdigest()
+            else:
+                raw_bytes = canonical_json(arguments) if hash_key else args_bytes
+                args_hash = digest(raw_bytes, hash_key)
+        except orjson.JSONEncodeError:
+            span = self.spans.start_call(call, base_attributes(call, declared), None)
+            return self._refused(span, call, declared, "invalid_arguments", _UNENCODABLE)
         base = base_attributes(call, declared)
         if plan.keys_resources and problem is None:
             resource = resource_of(declared, arguments)
@@ -555,9 +563,7 @@ class Core:
     # -- after an attempt -------------------------------------------------------------
 
     def _attempt_failed(self, run: Run, error: ToolError, delay_s: float) -> None:
-        self.spans.attempt_failed(
-            run.attempt_span, error, self.redactor.text(error.message), delay_s
-        )
+        self.spans.attempt_failed(run.attempt_span, error, self._detail(error), delay_s)
         self._attempt_done(run, error.code, delay_s)
 
     def _attempt_done(self, run: Run, outcome: str, delay_s: float) -> None:
@@ -581,7 +587,7 @@ class Core:
             # The write may or may not have happened: say so, never guess. This
             # holds for a non-retryable code too (a dropped connection).
             status, code = "unsafe_retry", "unknown_outcome"
-        detail = self.redactor.text(error.message)
+        detail = self._detail(error)
         return self._failed(
             run,
             status,
@@ -590,6 +596,10 @@ class Core:
             retry_after_s=decision.retry_after_s,
             http_status=error.status_code,
         )
+
+    def _detail(self, error: ToolError) -> str:
+        # A peer's error text is capped like its results (redacted first: no half secret).
+        return cap_text(self.redactor.text(error.message), self.max_result_bytes)
 
     def _crashed(self, run: Run, exc: BaseException) -> None:
         """A programming error: record it on both spans (it propagates then)."""

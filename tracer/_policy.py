@@ -14,6 +14,7 @@ from email.utils import parsedate_to_datetime
 from typing import Literal
 
 from ._errors import ConfigurationError, ToolError
+from ._fleetcheck import check_at_least, check_number
 
 __all__ = [
     "AMBIGUOUS_CODES",
@@ -31,6 +32,8 @@ DEFAULT_RETRYABLE_CODES: frozenset[str] = frozenset(
 AMBIGUOUS_CODES: frozenset[str] = frozenset(
     {"timeout", "connection_error", "http_500", "http_502", "http_503", "http_504"}
 )
+
+_OWNER = "RetryPolicy"
 
 StopStatus = Literal[
     "permanent_error", "unsafe_retry", "attempt_limit", "wait_budget", "deadline_exceeded"
@@ -67,14 +70,14 @@ class RetryPolicy:
     _retryable: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ConfigurationError("max_attempts must be at least 1")
-        if self.max_total_wait_s < 0 or self.base_delay_s < 0 or self.max_delay_s < 0:
-            raise ConfigurationError("delays and budgets must not be negative")
+        # NaN and infinity would slip past every comparison below and lift the bounds.
+        check_at_least(_OWNER, "max_attempts", self.max_attempts, 1)
+        for name in ("max_total_wait_s", "base_delay_s", "max_delay_s", "jitter"):
+            check_number(_OWNER, name, getattr(self, name), positive=False)
         if not 0 <= self.jitter <= 1:
             raise ConfigurationError("jitter must be between 0 and 1")
-        if self.deadline_s is not None and self.deadline_s <= 0:
-            raise ConfigurationError("deadline_s must be positive")
+        if self.deadline_s is not None:
+            check_number(_OWNER, "deadline_s", self.deadline_s, positive=True)
         object.__setattr__(self, "_retryable", frozenset(self.retryable_codes))
 
     def backoff(self, failure_number: int, rng: random.Random) -> float:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from ._canonical import canonical_json
+from ._canonical import MAX_DEPTH, renderable
 
 if TYPE_CHECKING:  # _next derives its retry-later statuses from this module
     from ._next import Next
@@ -173,12 +173,22 @@ def package(value: Any, max_bytes: int) -> tuple[Any, bytes, str, bool, str]:
     ``encoded`` (canonical JSON) is what the idempotency store keeps for a
     replay and ``result_hash`` what the call span records; ``data`` is the
     value itself, or a valid-UTF-8 preview of its JSON when over ``max_bytes``.
+    A value the renderers could not encode (keys that are not strings,
+    integers past 64 bits, deep nesting) is carried in its :func:`json_safe` shape.
     """
-    encoded = canonical_json(value)
+    value, encoded, cut = renderable(value)
     result_hash = hashlib.sha256(encoded).hexdigest()
     if len(encoded) <= max_bytes:
-        return value, encoded, result_hash, False, "ok"
-    # Cut on a UTF-8 character boundary so the preview stays valid text.
-    preview = encoded[:max_bytes].decode("utf-8", errors="ignore")
+        message = f"result nested deeper than {MAX_DEPTH} levels" if cut else "ok"
+        return value, encoded, result_hash, cut, message
+    preview = cap_text(encoded, max_bytes)
     message = f"result truncated from {len(encoded)} to {max_bytes} bytes"
     return preview, encoded, result_hash, True, message
+
+
+def cap_text(text: str | bytes, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8, on a character boundary."""
+    data = text.encode("utf-8", errors="replace") if isinstance(text, str) else text
+    if len(data) <= max_bytes:
+        return text if isinstance(text, str) else data.decode("utf-8", errors="replace")
+    return data[:max_bytes].decode("utf-8", errors="ignore")

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import fastjsonschema
 import jsonschema
 import orjson
+import referencing
+import referencing.exceptions
 
 from ._errors import ConfigurationError
 from ._redact import REDACTED, Redactor
@@ -38,13 +40,41 @@ _Acceptor = Callable[[dict[str, Any]], bool]
 RedactingAcceptor = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
+def _refuse_remote(uri: str) -> Any:
+    # A schema may come from a peer (an MCP server's inputSchema): resolving its
+    # remote or file $ref would send a request, or read a file, that the peer chose.
+    raise fastjsonschema.JsonSchemaDefinitionException(
+        f"$ref {uri[:200]!r} is outside the schema; toolspan resolves only local refs (#/...)"
+    )
+
+
+class _RefuseEveryScheme(Mapping[str, Callable[[str], Any]]):
+    """fastjsonschema's ``handlers``: every URI scheme refused (it would urlopen the rest)."""
+
+    def __getitem__(self, scheme: str) -> Callable[[str], Any]:
+        return _refuse_remote
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_NO_REMOTE_REFS = _RefuseEveryScheme()
+# jsonschema's resolution of refs outside the schema: none (its default fetches URLs).
+_NO_RETRIEVAL: referencing.Registry[Any] = referencing.Registry(
+    retrieve=_refuse_remote,  # type: ignore[call-arg]  # an attrs alias mypy does not see
+)
+
+
 def _compile(schema: Mapping[str, Any] | None, what: str, name: str) -> _Validator | None:
     if schema is None:
         return None
     try:
         as_dict = dict(schema)
         jsonschema.validators.validator_for(as_dict).check_schema(as_dict)
-        validate: _Validator = fastjsonschema.compile(as_dict)
+        validate: _Validator = fastjsonschema.compile(as_dict, handlers=_NO_REMOTE_REFS)
         return validate
     except (jsonschema.SchemaError, fastjsonschema.JsonSchemaDefinitionException) as exc:
         raise ConfigurationError(f"tool {name!r}: invalid {what} schema: {exc}") from exc
@@ -472,9 +502,13 @@ def redacting_acceptor(declared: Tool, redactor: Redactor) -> RedactingAcceptor 
 
 def explain_schema_errors(schema: Mapping[str, Any], instance: Any) -> str:
     """Name every failing field, without echoing values (they may be secrets)."""
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema, registry=_NO_RETRIEVAL)
+    try:
+        errors = sorted(validator.iter_errors(instance), key=lambda err: list(err.path))
+    except referencing.exceptions.Unresolvable:
+        return "invalid arguments (the schema refers outside itself, which is not followed)"
     problems = []
-    for error in sorted(validator.iter_errors(instance), key=lambda err: list(err.path)):
+    for error in errors:
         where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path)
         field_name = where.lstrip(".") or "(arguments)"
         problems.append(_describe(field_name, error))

@@ -62,15 +62,22 @@ class _Action:
         return text
 
 
+# Where a call or a result sits: (kind, message index, its rank among the
+# calls or results of that message). Ids may repeat across turns, positions do not.
+_Place = tuple[str, int, int]
+
+
 @dataclass(frozen=True)
 class _Call:
-    """Where one tool call and its result sit in the transcript."""
+    """One tool call and its result, and where each sits in the transcript."""
 
     call_id: str
     tool: str
     arguments: Any
-    result: Any = None
-    is_error: bool = False
+    result: Any
+    is_error: bool
+    answered_at: _Place
+    asked_at: _Place
 
 
 def compact_transcript(
@@ -90,16 +97,17 @@ def compact_transcript(
         raise ValueError(f"unknown transcript shape {shape!r}")
     plain = [_as_dict(m) for m in messages]
     calls = _find_calls(plain, shape)
-    dropped_ids = {c.call_id for c in calls[: max(0, len(calls) - keep_last)]}
-    if not dropped_ids:
+    dropped_calls = calls[: max(0, len(calls) - keep_last)]
+    if not dropped_calls:
         return list(messages)
     actions: dict[str, _Action] = {}
-    for call in calls:
-        if call.call_id in dropped_ids:
-            _record(actions, call)
+    for call in dropped_calls:
+        _record(actions, call)
     lines = [*_prior_state(plain, shape), *(a.line() for a in actions.values())]
     state = "\n".join([STATE_PREFIX, *lines])
-    return _rebuild(messages, plain, shape, dropped_ids, state)
+    dropped = {place for c in dropped_calls for place in (c.asked_at, c.answered_at)}
+    at = max(c.answered_at[1] for c in dropped_calls)
+    return _rebuild(messages, plain, shape, dropped, _state_position(plain, shape, at), state)
 
 
 # --- reading the transcript --------------------------------------------------
@@ -127,20 +135,26 @@ def _blocks(message: Mapping[str, Any]) -> list[Any]:
 
 
 def _find_calls(plain: list[dict[str, Any]], shape: TranscriptShape) -> list[_Call]:
-    """Every tool call in order, with its result (``None`` when not answered yet)."""
-    order: list[str] = []
-    asked: dict[str, tuple[str, Any]] = {}
-    answers: dict[str, tuple[Any, bool]] = {}
-    for message in plain:
-        for call_id, tool, arguments in _calls_in(message, shape):
-            order.append(call_id)
-            asked[call_id] = (tool, arguments)
-        for call_id, result, is_error in _results_in(message, shape):
-            answers[call_id] = (result, is_error)
+    """Every answered tool call in order, with its result.
+
+    A result answers the latest unanswered call of its id before it: ids may
+    be reused across turns. An unanswered call is still in flight: never dropped.
+    """
+    asked: list[tuple[str, str, Any, _Place]] = []
+    waiting: dict[str, list[int]] = {}
+    answers: dict[int, tuple[Any, bool, _Place]] = {}
+    for index, message in enumerate(plain):
+        for rank, (call_id, tool, arguments) in enumerate(_calls_in(message, shape)):
+            waiting.setdefault(call_id, []).append(len(asked))
+            asked.append((call_id, tool, arguments, ("call", index, rank)))
+        for rank, (call_id, result, is_error) in enumerate(_results_in(message, shape)):
+            open_calls = waiting.get(call_id)
+            if open_calls:  # a result for no call is left where it is
+                answers[open_calls.pop()] = (result, is_error, ("result", index, rank))
     return [
-        _Call(cid, *asked[cid], *answers.get(cid, (None, False)))
-        for cid in order
-        if cid in answers  # an unanswered call is still in flight: never dropped
+        _Call(call_id, tool, arguments, *answers[n], asked_at=place)
+        for n, (call_id, tool, arguments, place) in enumerate(asked)
+        if n in answers
     ]
 
 
@@ -266,15 +280,15 @@ def _rebuild(
     originals: Sequence[Any],
     plain: list[dict[str, Any]],
     shape: TranscriptShape,
-    dropped: set[str],
+    dropped: set[_Place],
+    at: int,
     state: str,
 ) -> list[Any]:
-    at = _state_position(plain, shape, dropped)
     out: list[Any] = []
     for index, (original, message) in enumerate(zip(originals, plain, strict=True)):
-        if _state_text(message, shape) is not None:
+        if shape != "anthropic" and _state_text(message, shape) is not None:
             continue  # folded into the new state message
-        kept = _without(original, message, shape, dropped)
+        kept = _without(original, message, index, shape, dropped)
         if index == at and shape == "anthropic":
             kept = _with_state_block(kept, state)
         if kept is not None:
@@ -284,14 +298,13 @@ def _rebuild(
     return out
 
 
-def _state_position(plain: list[dict[str, Any]], shape: TranscriptShape, dropped: set[str]) -> int:
+def _state_position(plain: list[dict[str, Any]], shape: TranscriptShape, at: int) -> int:
     """Index of the message after which (or, for Anthropic, in which) the state goes.
 
-    That is the last dropped result, moved past any tool results that follow
-    it: OpenAI wants a call's ``tool`` messages right after its assistant
+    That is the last dropped result (``at``), moved past any tool results that
+    follow it: OpenAI wants a call's ``tool`` messages right after its assistant
     message, with nothing in between.
     """
-    at = max(i for i, m in enumerate(plain) if any(r[0] in dropped for r in _results_in(m, shape)))
     if shape != "anthropic":
         while at + 1 < len(plain) and next(_results_in(plain[at + 1], shape), None) is not None:
             at += 1
@@ -299,19 +312,18 @@ def _state_position(plain: list[dict[str, Any]], shape: TranscriptShape, dropped
 
 
 def _without(
-    original: Any, message: dict[str, Any], shape: TranscriptShape, dropped: set[str]
+    original: Any, message: dict[str, Any], index: int, shape: TranscriptShape, dropped: set[_Place]
 ) -> Any:
-    """The message minus the dropped calls and results; ``None`` when nothing is left."""
+    """The message minus the dropped calls and results (and, for Anthropic, an
+    earlier state block); ``None`` when nothing is left."""
     if shape == "responses":
-        ids = [c[0] for c in _calls_in(message, shape)] + [
-            r[0] for r in _results_in(message, shape)
-        ]
-        return None if any(i in dropped for i in ids) else original
+        places = {("call", index, 0), ("result", index, 0)}
+        return None if places & dropped else original
     if shape == "openai":
         if message.get("role") == "tool":
-            return None if str(message.get("tool_call_id")) in dropped else original
+            return None if ("result", index, 0) in dropped else original
         entries = message.get("tool_calls") or []
-        kept = [e for e in entries if str(_field(e, "id")) not in dropped]
+        kept = [e for rank, e in enumerate(entries) if ("call", index, rank) not in dropped]
         if len(kept) == len(entries):
             return original
         if not kept and not message.get("content"):
@@ -324,7 +336,7 @@ def _without(
             copy.pop("tool_calls", None)
         return copy
     blocks = _blocks(message)
-    kept = [b for b in blocks if not _is_dropped_block(b, dropped)]
+    kept = list(_anthropic_blocks(message, index, dropped))
     if len(kept) == len(blocks):
         return original
     if not kept:
@@ -332,13 +344,21 @@ def _without(
     return {**message, "content": kept}
 
 
-def _is_dropped_block(block: Any, dropped: set[str]) -> bool:
-    kind = _field(block, "type")
-    if kind == "tool_use":
-        return str(_field(block, "id")) in dropped
-    if kind == "tool_result":
-        return str(_field(block, "tool_use_id")) in dropped
-    return False
+def _anthropic_blocks(message: dict[str, Any], index: int, dropped: set[_Place]) -> Iterator[Any]:
+    """The blocks of an Anthropic message that stay: not dropped, not an earlier state."""
+    role = message.get("role")
+    kind = "call" if role == "assistant" else "result"
+    wanted = "tool_use" if role == "assistant" else "tool_result"
+    rank = 0
+    for block in _blocks(message):
+        block_type = _field(block, "type")
+        if block_type == wanted:
+            rank += 1
+            if (kind, index, rank - 1) in dropped:
+                continue
+        elif block_type == "text" and str(_field(block, "text")).startswith(STATE_PREFIX):
+            continue  # folded into the new state block
+        yield block
 
 
 def _with_state_block(kept: Any, state: str) -> dict[str, Any]:

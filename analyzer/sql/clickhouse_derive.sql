@@ -58,49 +58,52 @@ SELECT
     duration_ns / 1e6 AS duration_ms
 FROM (
     SELECT
+        -- Text that leaves ClickHouse must be valid UTF-8 (a driver would turn it
+        -- into hex): invalid sequences become U+FFFD, as a JSON decoder does.
+        mapApply((k, v) -> (k, toValidUTF8(v)), SpanAttributes) AS attrs,
         TraceId AS trace_id,
         SpanId AS span_id,
         nullIf(ParentSpanId, '') AS parent_span_id,
-        SpanName AS name,
+        toValidUTF8(SpanName) AS name,
         ScopeName AS scope_name,
         upper(StatusCode) AS status_code,
         toUnixTimestamp64Nano(Timestamp) AS start_ns,
         toInt64(Duration) AS duration_ns,
-        if(mapContains(SpanAttributes, 'toolspan.attempt'), SpanAttributes['toolspan.attempt'], NULL) AS a_attempt,
-        if(mapContains(SpanAttributes, 'toolspan.status'), SpanAttributes['toolspan.status'], NULL) AS a_status,
-        if(mapContains(SpanAttributes, 'openinference.span.kind'), SpanAttributes['openinference.span.kind'], NULL) AS a_oi_kind,
-        if(mapContains(SpanAttributes, 'gen_ai.tool.name'), SpanAttributes['gen_ai.tool.name'], NULL) AS a_tool_name,
-        if(mapContains(SpanAttributes, 'tool.name'), SpanAttributes['tool.name'], NULL) AS a_oi_tool_name,
-        if(mapContains(SpanAttributes, 'gen_ai.tool.call.id'), SpanAttributes['gen_ai.tool.call.id'], NULL) AS a_call_id,
-        if(mapContains(SpanAttributes, 'tool_call.id'), SpanAttributes['tool_call.id'], NULL) AS a_oi_call_id,
-        if(mapContains(SpanAttributes, 'gen_ai.conversation.id'), SpanAttributes['gen_ai.conversation.id'], NULL) AS a_conversation,
-        if(mapContains(SpanAttributes, 'session.id'), SpanAttributes['session.id'], NULL) AS a_session,
-        if(mapContains(SpanAttributes, 'toolspan.request.id'), SpanAttributes['toolspan.request.id'], NULL) AS a_request_id,
-        if(mapContains(SpanAttributes, 'toolspan.turn.id'), SpanAttributes['toolspan.turn.id'], NULL) AS a_turn_id,
-        if(mapContains(SpanAttributes, 'toolspan.side_effect'), SpanAttributes['toolspan.side_effect'], NULL) AS a_side_effect,
-        if(mapContains(SpanAttributes, 'toolspan.idempotency.key'), SpanAttributes['toolspan.idempotency.key'], NULL) AS a_key,
-        if(mapContains(SpanAttributes, 'toolspan.idempotency.replayed'), SpanAttributes['toolspan.idempotency.replayed'], NULL) AS a_replayed,
-        if(mapContains(SpanAttributes, 'toolspan.args.hash'), SpanAttributes['toolspan.args.hash'], NULL) AS a_args_hash,
+        if(mapContains(attrs, 'toolspan.attempt'), attrs['toolspan.attempt'], NULL) AS a_attempt,
+        if(mapContains(attrs, 'toolspan.status'), attrs['toolspan.status'], NULL) AS a_status,
+        if(mapContains(attrs, 'openinference.span.kind'), attrs['openinference.span.kind'], NULL) AS a_oi_kind,
+        if(mapContains(attrs, 'gen_ai.tool.name'), attrs['gen_ai.tool.name'], NULL) AS a_tool_name,
+        if(mapContains(attrs, 'tool.name'), attrs['tool.name'], NULL) AS a_oi_tool_name,
+        if(mapContains(attrs, 'gen_ai.tool.call.id'), attrs['gen_ai.tool.call.id'], NULL) AS a_call_id,
+        if(mapContains(attrs, 'tool_call.id'), attrs['tool_call.id'], NULL) AS a_oi_call_id,
+        if(mapContains(attrs, 'gen_ai.conversation.id'), attrs['gen_ai.conversation.id'], NULL) AS a_conversation,
+        if(mapContains(attrs, 'session.id'), attrs['session.id'], NULL) AS a_session,
+        if(mapContains(attrs, 'toolspan.request.id'), attrs['toolspan.request.id'], NULL) AS a_request_id,
+        if(mapContains(attrs, 'toolspan.turn.id'), attrs['toolspan.turn.id'], NULL) AS a_turn_id,
+        if(mapContains(attrs, 'toolspan.side_effect'), attrs['toolspan.side_effect'], NULL) AS a_side_effect,
+        if(mapContains(attrs, 'toolspan.idempotency.key'), attrs['toolspan.idempotency.key'], NULL) AS a_key,
+        if(mapContains(attrs, 'toolspan.idempotency.replayed'), attrs['toolspan.idempotency.replayed'], NULL) AS a_replayed,
+        if(mapContains(attrs, 'toolspan.args.hash'), attrs['toolspan.args.hash'], NULL) AS a_args_hash,
         coalesce(
-            if(mapContains(SpanAttributes, 'gen_ai.tool.call.arguments'), SpanAttributes['gen_ai.tool.call.arguments'], NULL),
-            if(mapContains(SpanAttributes, 'input.value'), SpanAttributes['input.value'], NULL)) AS arguments_text,
+            if(mapContains(attrs, 'gen_ai.tool.call.arguments'), attrs['gen_ai.tool.call.arguments'], NULL),
+            if(mapContains(attrs, 'input.value'), attrs['input.value'], NULL)) AS arguments_text,
         coalesce(
-            if(mapContains(SpanAttributes, 'gen_ai.tool.call.result'), SpanAttributes['gen_ai.tool.call.result'], NULL),
-            if(mapContains(SpanAttributes, 'output.value'), SpanAttributes['output.value'], NULL)) AS result_text,
-        if(mapContains(SpanAttributes, 'toolspan.result.hash'), SpanAttributes['toolspan.result.hash'], NULL) AS a_result_hash,
-        if(mapContains(SpanAttributes, 'toolspan.error_code'), SpanAttributes['toolspan.error_code'], NULL) AS a_error_code,
-        if(mapContains(SpanAttributes, 'error.type'), SpanAttributes['error.type'], NULL) AS a_error_type,
-        if(mapContains(SpanAttributes, 'toolspan.retryable'), SpanAttributes['toolspan.retryable'], NULL) AS a_retryable,
-        if(mapContains(SpanAttributes, 'toolspan.attempts'), SpanAttributes['toolspan.attempts'], NULL) AS a_attempts,
-        if(mapContains(SpanAttributes, 'toolspan.total_wait_s'), SpanAttributes['toolspan.total_wait_s'], NULL) AS a_total_wait_s,
-        if(mapContains(SpanAttributes, 'toolspan.retry_after_s'), SpanAttributes['toolspan.retry_after_s'], NULL) AS a_retry_after_s,
-        if(mapContains(SpanAttributes, 'toolspan.retry.initiator'), SpanAttributes['toolspan.retry.initiator'], NULL) AS a_initiator,
-        if(mapContains(SpanAttributes, 'toolspan.attempt.outcome'), SpanAttributes['toolspan.attempt.outcome'], NULL) AS a_outcome,
-        if(mapContains(SpanAttributes, 'toolspan.read_back'), SpanAttributes['toolspan.read_back'], NULL) AS a_read_back,
-        if(mapContains(SpanAttributes, 'toolspan.resource.key'), SpanAttributes['toolspan.resource.key'], NULL) AS a_resource_key,
-        if(mapContains(SpanAttributes, 'toolspan.retry.delay_s'), SpanAttributes['toolspan.retry.delay_s'], NULL) AS a_delay_s,
-        if(mapContains(SpanAttributes, 'toolspan.retry.elapsed_wait_s'), SpanAttributes['toolspan.retry.elapsed_wait_s'], NULL) AS a_elapsed_wait_s,
-        if(mapContains(SpanAttributes, 'http.response.status_code'), SpanAttributes['http.response.status_code'], NULL) AS a_http_status
+            if(mapContains(attrs, 'gen_ai.tool.call.result'), attrs['gen_ai.tool.call.result'], NULL),
+            if(mapContains(attrs, 'output.value'), attrs['output.value'], NULL)) AS result_text,
+        if(mapContains(attrs, 'toolspan.result.hash'), attrs['toolspan.result.hash'], NULL) AS a_result_hash,
+        if(mapContains(attrs, 'toolspan.error_code'), attrs['toolspan.error_code'], NULL) AS a_error_code,
+        if(mapContains(attrs, 'error.type'), attrs['error.type'], NULL) AS a_error_type,
+        if(mapContains(attrs, 'toolspan.retryable'), attrs['toolspan.retryable'], NULL) AS a_retryable,
+        if(mapContains(attrs, 'toolspan.attempts'), attrs['toolspan.attempts'], NULL) AS a_attempts,
+        if(mapContains(attrs, 'toolspan.total_wait_s'), attrs['toolspan.total_wait_s'], NULL) AS a_total_wait_s,
+        if(mapContains(attrs, 'toolspan.retry_after_s'), attrs['toolspan.retry_after_s'], NULL) AS a_retry_after_s,
+        if(mapContains(attrs, 'toolspan.retry.initiator'), attrs['toolspan.retry.initiator'], NULL) AS a_initiator,
+        if(mapContains(attrs, 'toolspan.attempt.outcome'), attrs['toolspan.attempt.outcome'], NULL) AS a_outcome,
+        if(mapContains(attrs, 'toolspan.read_back'), attrs['toolspan.read_back'], NULL) AS a_read_back,
+        if(mapContains(attrs, 'toolspan.resource.key'), attrs['toolspan.resource.key'], NULL) AS a_resource_key,
+        if(mapContains(attrs, 'toolspan.retry.delay_s'), attrs['toolspan.retry.delay_s'], NULL) AS a_delay_s,
+        if(mapContains(attrs, 'toolspan.retry.elapsed_wait_s'), attrs['toolspan.retry.elapsed_wait_s'], NULL) AS a_elapsed_wait_s,
+        if(mapContains(attrs, 'http.response.status_code'), attrs['http.response.status_code'], NULL) AS a_http_status
     FROM $source
     WHERE $range
       AND (mapContains(SpanAttributes, 'toolspan.attempt')
@@ -113,9 +116,9 @@ FROM (
 -- name: trace_conversations
 -- A trace's conversation (the least id on any of its spans in range), for the
 -- tool spans that do not carry one themselves. Only traces with tool spans.
-SELECT TraceId AS trace_id, min(coalesce(
+SELECT TraceId AS trace_id, toValidUTF8(min(coalesce(
         if(mapContains(SpanAttributes, 'gen_ai.conversation.id'), SpanAttributes['gen_ai.conversation.id'], NULL),
-        SpanAttributes['session.id'])) AS conversation_id
+        SpanAttributes['session.id']))) AS conversation_id
 FROM $source
 WHERE $range
   AND (mapContains(SpanAttributes, 'gen_ai.conversation.id') OR mapContains(SpanAttributes, 'session.id'))

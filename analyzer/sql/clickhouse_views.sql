@@ -38,9 +38,9 @@ INSERT INTO $db._toolspan_conversation_rows $conversations
 
 -- name: conversation_ids
 -- Every span's conversation id (the MV's rows): conversations of traces.
-SELECT TraceId AS trace_id, coalesce(
+SELECT TraceId AS trace_id, toValidUTF8(coalesce(
         if(mapContains(SpanAttributes, 'gen_ai.conversation.id'), SpanAttributes['gen_ai.conversation.id'], NULL),
-        SpanAttributes['session.id']) AS conversation_id
+        SpanAttributes['session.id'])) AS conversation_id
 FROM $source
 WHERE mapContains(SpanAttributes, 'gen_ai.conversation.id') OR mapContains(SpanAttributes, 'session.id')
 

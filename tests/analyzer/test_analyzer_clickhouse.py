@@ -571,3 +571,226 @@ def test_text_that_is_not_json_stays_as_it_is(engine: Any) -> None:
         assert (
             engine.query(sql, parameters={"t": text}, settings=_SETTINGS).result_rows[0][0] == text
         )
+
+
+# -- hostile input and hostile servers (issue 28) ----------------------------------------
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("toolspan: error:")]
+    return line
+
+
+def test_spans_whose_text_is_not_utf8_are_analysed(
+    table: Table, scenario: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    table.load(scenario["dir"])  # type: ignore[arg-type]
+    bad = f"{table.database}.bad_utf8"
+    clickhouse_otel.create_table(table.client, bad)
+    broken = (
+        "mapApply((k, v) -> (k, if(k IN ('gen_ai.tool.name', 'gen_ai.tool.call.arguments',"
+        " 'gen_ai.conversation.id'), concat(v, unhex('C328FF')), v)), SpanAttributes)"
+    )
+    table.client.command(
+        f"INSERT INTO {bad} SELECT * REPLACE ({broken} AS SpanAttributes)"
+        f" FROM {table.database}.otel_traces"
+    )
+    for output in ("json", "markdown", "table"):
+        code = main(["analyze", table.source, "--table", "bad_utf8", "--format", output])
+        printed = capsys.readouterr()
+        assert code == 0 and "Traceback" not in printed.err, printed.err
+        if output == "json":
+            findings = json.loads(printed.out)["findings"]
+            assert any("\ufffd" in f["tool"] for f in findings)
+            assert not any("c328ff" in json.dumps(f) for f in findings)  # no driver hex
+
+
+def test_a_time_too_far_back_is_a_clear_error(
+    table: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(DatabaseError, match="not a time"):
+        parse_time("99999999999d")
+    assert main(["analyze", table.source, "--since", "99999999999d"]) == 2
+    assert "not a time" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("name", ["x$y", "a$source", "p$$q", "x tool_calls", "q`b"])
+def test_init_takes_any_database_name_as_a_name(table: Table, scenario: dict[str, Any], name: str):
+    table.load(scenario["dir"])
+    views_db = f"{table.database}_{name}"
+    try:
+        assert main(["clickhouse", "init", table.source, "--database", views_db]) == 0
+        created = run_sql(
+            table.source,
+            "SELECT name FROM system.tables WHERE database = currentDatabase()",
+            database=views_db,
+        )
+        assert {"tool_calls", "findings", "attempts"} <= {row[0] for row in created.rows}
+        calls = run_sql(table.source, "SELECT count() FROM tool_calls", database=views_db)
+        with ClickHouseAnalyzer(table.source) as az:
+            assert calls.rows[0][0] == len(az.tool_calls().rows) > 0
+    finally:
+        quoted = views_db.replace("`", "\\`")
+        table.client.command(f"DROP DATABASE IF EXISTS `{quoted}`")
+
+
+def test_a_source_url_that_does_not_parse_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(DatabaseError, match="not a ClickHouse source URL") as refused:
+        parse_source("clickhouse://u:pw-secret@[::1/otel")
+    assert "pw-secret" not in str(refused.value)
+    assert main(["analyze", "clickhouse://u:pw-secret@[::1/otel"]) == 2
+    line = _one_line_error(capsys)
+    assert "not a ClickHouse source URL" in line and "pw-secret" not in line
+
+
+class _EchoingServer:
+    """A loopback HTTP server that answers as a ClickHouse server refusing the
+    login, echoing the credentials it got (the password header, the
+    Authorization header) in its error body, and the password ``repeat`` times."""
+
+    def __init__(self, password: str, repeat: int) -> None:
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self._refuse()
+
+            def do_GET(self) -> None:
+                self._refuse()
+
+            def _refuse(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                echoed = " | ".join(f"{k}: {v}" for k, v in self.headers.items())
+                # Credentials as this client sends them (Basic auth), echoed; then
+                # the password again and again, so that a 600-character cut splits one.
+                body = (
+                    f"Code: 516. DB::Exception: {echoed}: Authentication failed. "
+                    f"{outer.password * outer.repeat} (AUTHENTICATION_FAILED)"
+                ).encode()
+                self.send_response(500)
+                self.send_header("X-ClickHouse-Exception-Code", "516")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.password, self.repeat = password, repeat
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "password, repeat",
+    [
+        ("two  spaces-in-it", 1),
+        ("a\ttab-in-it-too", 1),
+        ("crosses-the-600-character-cut-0123456789", 30),
+        ("plain-secret-value", 0),
+    ],
+)
+def test_a_server_echoing_the_credentials_never_gets_them_printed(
+    password: str, repeat: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import base64
+    from urllib.parse import quote
+
+    server = _EchoingServer(password, repeat)
+    try:
+        source = f"clickhouse://alice:{quote(password, safe='')}@127.0.0.1:{server.port}/otel"
+        basic = base64.b64encode(f"alice:{password}".encode()).decode()
+        with pytest.raises(AnalyzerError) as refused:
+            ClickHouseAnalyzer(source)
+        assert main(["analyze", source]) == 2
+        line = _one_line_error(capsys)
+    finally:
+        server.close()
+    for text in (str(refused.value), line):
+        assert "***" in text
+        for secret in (password, basic, password[:5], " ".join(password.split())[:5], basic[:8]):
+            assert secret not in text, (secret, text)
+
+
+# -- toolspan sql --source: read-only and bounded ----------------------------------------
+
+_ATTACKS = {
+    "insert": "INSERT INTO {db}.otel_traces (TraceId) VALUES ('x')",
+    "drop": "DROP TABLE {db}.otel_traces",
+    "truncate": "TRUNCATE TABLE {db}.otel_traces",
+    "alter": "ALTER TABLE {db}.otel_traces DELETE WHERE 1",
+    "create": "CREATE TABLE {db}.t (x Int8) ENGINE = Memory",
+    "temporary": "CREATE TEMPORARY TABLE t (x Int8)",
+    "set": "SET readonly = 0",
+    "settings-clause": "SELECT 1 SETTINGS max_execution_time = 0",
+    "readonly-clause": "SELECT 1 SETTINGS readonly = 0",
+    "file": "SELECT * FROM file('{secret}', 'LineAsString')",
+    "url": "SELECT * FROM url('http://127.0.0.1:9/x', 'LineAsString')",
+    "s3": "SELECT * FROM s3('http://127.0.0.1:9/bucket/x.csv', 'CSV')",
+    "remote": "SELECT * FROM remote('127.0.0.1:9', system.one)",
+    "remoteSecure": "SELECT * FROM remoteSecure('127.0.0.1:9', system.one)",
+    "mysql": "SELECT * FROM mysql('127.0.0.1:9', 'db', 't', 'u', 'p')",
+    "postgresql": "SELECT * FROM postgresql('127.0.0.1:9', 'db', 't', 'u', 'p')",
+    "hdfs": "SELECT * FROM hdfs('hdfs://127.0.0.1:9/x', 'CSV', 'x String')",
+    "jdbc": "SELECT * FROM jdbc('jdbc:mysql://127.0.0.1:9/db', 't')",
+    "odbc": "SELECT * FROM odbc('DSN=x', 't')",
+    "executable": "SELECT * FROM executable('cat {secret}', 'LineAsString', 'x String')",
+}
+
+
+@pytest.mark.parametrize("attack", list(_ATTACKS))
+def test_sql_on_a_source_refuses_writes_settings_and_table_functions(
+    table: Table, tmp_path: Path, attack: str
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the-secret-line\n")
+    table.load(SAMPLES / "bicycle")
+    before = table.count()
+    sql = _ATTACKS[attack].format(db=table.database, secret=secret)
+    with pytest.raises(QueryError) as refused:
+        run_sql(table.source, sql, database=table.database)
+    assert "READONLY" in str(refused.value) and "the-secret-line" not in str(refused.value)
+    assert table.count() == before
+
+
+def test_sql_on_a_source_still_reads_and_its_limits_hold(table: Table) -> None:
+    from toolspan.analyzer._clickhouse import SqlLimits
+
+    table.load(SAMPLES / "bicycle")
+    db = table.database
+    rows = run_sql(table.source, "SELECT count() FROM otel_traces", database=db)
+    assert rows.rows == [(table.count(),)]
+    with pytest.raises(QueryError, match=r"TOO_MANY_ROWS|Limit for result"):
+        run_sql(
+            table.source,
+            "SELECT number FROM numbers(10)",
+            database=db,
+            limits=SqlLimits(max_rows=5),
+        )
+    with pytest.raises(QueryError, match=r"MEMORY_LIMIT|memory limit"):
+        run_sql(
+            table.source,
+            "SELECT groupArray(number) FROM numbers(100000000)",
+            database=db,
+            limits=SqlLimits(max_memory_bytes=50_000_000),
+        )
+    with pytest.raises(QueryError, match=r"TIMEOUT|Timeout"):
+        run_sql(
+            table.source,
+            "SELECT count() FROM numbers(100000000000)",
+            database=db,
+            limits=SqlLimits(timeout_s=1),
+        )

@@ -23,11 +23,18 @@ that may not be trusted, so they are used only with ``trust_annotations=True``
 undeclared MCP tool is a write that is never repeated blind.
 
 Failures are classified for the retry policy: a request timeout is
-``timeout``, a closed or broken connection ``connection_error``, a JSON-RPC
-error ``jsonrpc_<name>`` (``jsonrpc_invalid_params``, ``jsonrpc_internal_error``,
-... or ``jsonrpc_<code>``), and a result with ``isError`` ``mcp_tool_error``
+``timeout`` (every request waits ``timeout_s``, by default
+:data:`DEFAULT_TIMEOUT_S`, 30 s), a closed or broken connection
+``connection_error``, a JSON-RPC error ``jsonrpc_<name>`` (``jsonrpc_invalid_params``,
+``jsonrpc_internal_error``, ... or ``jsonrpc_<code>``), a result the protocol does
+not allow ``mcp_invalid_result``, and a result with ``isError`` ``mcp_tool_error``
 (or what ``classify`` says); a server asking for input mid-call
 (``InputRequiredResult``) ends the call as ``mcp_input_required``.
+
+The server is a peer that may not be trusted: its error texts are capped like
+results (the executor's ``max_result_bytes``), a ``tools/list`` that repeats a
+cursor or pages past :data:`MAX_LIST_PAGES` is refused (``ConfigurationError``),
+and ``$ref`` in its schemas is resolved only inside the schema (never a URL or file).
 Structured content is the call's ``data``; without it, the text of a single
 text block, else the content blocks as JSON.
 
@@ -49,15 +56,19 @@ import mcp_types
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from opentelemetry import propagate
+from pydantic import ValidationError
 
-from .._errors import ToolError
+from .._errors import ConfigurationError, ToolError
 from .._executor import AsyncExecutor, current_call
+from .._fleetcheck import check_number
 from .._result import ToolResult
 from .._tool import Tool
 from ._common import Declaration, Declarations, model_reply
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
     "IDEMPOTENCY_META_KEY",
+    "MAX_LIST_PAGES",
     "GuardedSession",
     "declaration_from_annotations",
     "error_code_for",
@@ -65,6 +76,11 @@ __all__ = [
 ]
 
 IDEMPOTENCY_META_KEY = "toolspan/idempotency-key"
+# How long one request waits for the server when the caller names no timeout:
+# a server that never answers must not hold the agent for ever.
+DEFAULT_TIMEOUT_S = 30.0
+# A tools/list longer than this is a server paging without end.
+MAX_LIST_PAGES = 100
 
 _JSONRPC_NAMES = {
     mcp_types.PARSE_ERROR: "parse_error",
@@ -81,6 +97,13 @@ Classify = Callable[[mcp_types.CallToolResult], str]
 
 def error_code_for(exc: BaseException) -> ToolError | None:
     """An MCP or transport failure as a classified :class:`ToolError` (``None``: not one)."""
+    if isinstance(exc, ValidationError):
+        # Where, not what: the server's values may be anything, and large.
+        where = ", ".join(".".join(map(str, e["loc"]))[:60] for e in exc.errors()[:3])
+        return ToolError(
+            "mcp_invalid_result",
+            f"the MCP server's result is malformed ({exc.error_count()} problem(s), at {where})",
+        )
     if isinstance(exc, MCPError):
         if exc.code == mcp_types.REQUEST_TIMEOUT:
             return ToolError("timeout", f"MCP request timed out: {exc.message}")
@@ -117,16 +140,18 @@ async def mcp_tools(
     """toolspan tools for every tool the server lists (all pages), calling it through ``session``.
 
     ``timeout_s`` bounds each attempt (an MCP request timeout, classified
-    ``timeout``); ``session_id`` is the transport's session id when it has one
-    (Streamable HTTP); ``classify`` names the error code of an ``isError``
-    result (default ``mcp_tool_error``, not retried).
+    ``timeout``) and each page of the listing; ``None`` is
+    :data:`DEFAULT_TIMEOUT_S`. ``session_id`` is the transport's session id
+    when it has one (Streamable HTTP); ``classify`` names the error code of an
+    ``isError`` result (default ``mcp_tool_error``, not retried).
     """
+    timeout_s = _timeout(timeout_s)
     declared = Declarations.of(declarations)
     attributes: dict[str, str] = {"mcp.method.name": "tools/call"}
     if session_id:
         attributes["mcp.session.id"] = session_id
     tools = []
-    for listed in await _list_all(session):
+    for listed in await _list_all(session, timeout_s):
         hinted = declaration_from_annotations(listed) if trust_annotations else None
         tools.append(
             declared.tool(
@@ -261,16 +286,32 @@ def _as_declaration(tool: Tool) -> Declaration:
     return Declaration(side_effect=tool.side_effect, idempotent=tool.idempotent)
 
 
-async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
+def _timeout(timeout_s: float | None) -> float:
+    if timeout_s is None:
+        return DEFAULT_TIMEOUT_S
+    return check_number("MCP", "timeout_s", timeout_s, positive=True)
+
+
+async def _list_all(session: ClientSession, timeout_s: float) -> list[mcp_types.Tool]:
     listed: list[mcp_types.Tool] = []
     cursor: str | None = None
-    while True:
+    seen: set[str] = set()
+    for _ in range(MAX_LIST_PAGES):
         params = None if cursor is None else mcp_types.PaginatedRequestParams(cursor=cursor)
-        page = await session.list_tools(params=params)
+        with anyio.fail_after(timeout_s):
+            page = await session.list_tools(params=params)
         listed.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
             return listed
+        if cursor in seen:
+            raise ConfigurationError(
+                f"the MCP server's tools/list repeats a page cursor after {len(seen) + 1} page(s)"
+            )
+        seen.add(cursor)
+    raise ConfigurationError(
+        f"the MCP server's tools/list goes on past {MAX_LIST_PAGES} pages: tools not declared"
+    )
 
 
 def _caller(

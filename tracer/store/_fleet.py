@@ -18,6 +18,8 @@ switches to it; at most ``half_open_calls`` probes hold a slot at once, each for
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 import weakref
 from collections import deque
@@ -35,8 +37,11 @@ __all__ = [
     "CircuitState",
     "FleetState",
     "Recorded",
+    "corrupt_state",
     "fleet_state",
 ]
+
+_log = logging.getLogger("toolspan.store")
 
 CircuitState = Literal["closed", "open", "half_open"]
 Clock = Callable[[], float] | None
@@ -65,6 +70,17 @@ class BreakerSettings:
     window_s: float
     half_open_calls: int
     probe_lease_s: float
+    # The longest an open period lasts: an ``open_until`` further ahead than this
+    # (the clock stepped back, or the stored state is corrupt) ends now.
+    open_s: float = math.inf
+
+    def still_open(self, now: float, open_until: float) -> bool:
+        """Whether a breaker open until ``open_until`` refuses calls at ``now``."""
+        return now < open_until <= now + self.open_s
+
+    def live_probe(self, now: float, until: float) -> bool:
+        """Whether a probe slot leased until ``until`` is still held at ``now``."""
+        return now < until <= now + self.probe_lease_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +156,16 @@ class FleetState(Protocol):
 
 
 # -- the rules, shared by the memory and SQLite backends (Redis: fleet.lua) ----------
+
+
+def corrupt_state(service: str, what: str, where: str) -> None:
+    """Say once that a service's stored fleet state was unreadable and was reset.
+
+    Someone else's write (or a bug) left it so; failing open (a fresh window, a
+    closed breaker) keeps calls going, and resetting it makes this the only warning.
+    """
+    _log.warning("fleet state of %r in %s was corrupt (%s): reset, calls go ahead", service,
+                 where, what)  # fmt: skip
 
 
 def budget_allows(retries: int, first_attempts: int, ratio: float, floor: float, w: float) -> bool:
@@ -225,12 +251,14 @@ class MemoryFleet:
                 return Admission(True, "closed", now, generation=state.generation)
             opened_half = False
             if state.state == "open":
-                if now < state.open_until:
+                if settings.still_open(now, state.open_until):
                     return Admission(False, "open", now, generation=state.generation)
                 state.state, opened_half = "half_open", True
                 state.generation += 1
                 state.probes.clear()
-            state.probes = {t: until for t, until in state.probes.items() if until > now}
+            state.probes = {
+                t: until for t, until in state.probes.items() if settings.live_probe(now, until)
+            }
             if len(state.probes) >= settings.half_open_calls:
                 return Admission(False, "half_open", now, None, state.generation, opened_half)
             state.probes[token] = now + settings.probe_lease_s

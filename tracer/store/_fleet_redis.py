@@ -10,7 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..._sql import load_statements
-from ._fleet import Admission, BreakerSettings, BudgetVerdict, CircuitState, Clock, Recorded
+from ._fleet import (
+    Admission,
+    BreakerSettings,
+    BudgetVerdict,
+    CircuitState,
+    Clock,
+    Recorded,
+    corrupt_state,
+)
 
 if TYPE_CHECKING:
     from ._redis import RedisStore
@@ -61,8 +69,18 @@ class RedisFleet:
         self, service: str, settings: BreakerSettings, token: str, clock: Clock
     ) -> Admission:
         keys = self._keys(service, "breaker", "probes")
-        args = (self._now(clock), settings.half_open_calls, repr(settings.probe_lease_s), token)
-        allowed, state, at, probe, generation, opened_half = self._run("breaker_admit", keys, *args)
+        args = (
+            self._now(clock),
+            settings.half_open_calls,
+            repr(settings.probe_lease_s),
+            token,
+            repr(settings.open_s),
+        )
+        allowed, state, at, probe, generation, opened_half, corrupt = self._run(
+            "breaker_admit", keys, *args
+        )
+        if corrupt:
+            corrupt_state(service, "breaker hash", "Redis")
         return Admission(
             allowed=bool(allowed),
             state=_STATES[bytes(state)],
@@ -92,7 +110,9 @@ class RedisFleet:
             repr(open_for_s),
             _GC_MARGIN_S,
         )
-        before, after, at = self._run("breaker_record", keys, *args)
+        before, after, at, corrupt = self._run("breaker_record", keys, *args)
+        if corrupt:
+            corrupt_state(service, "breaker hash", "Redis")
         return Recorded(_STATES[bytes(before)], _STATES[bytes(after)], float(at))
 
     def breaker_release(self, service: str, probe: str) -> None:

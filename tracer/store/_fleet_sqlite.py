@@ -9,6 +9,7 @@ records keep the store's full durability on the store's own connection.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -25,6 +26,7 @@ from ._fleet import (
     Clock,
     Recorded,
     budget_allows,
+    corrupt_state,
     trips,
 )
 from ._protocol import StoreError
@@ -100,7 +102,14 @@ class SQLiteFleet:
             db.execute(_QUERIES["trim_events"], {**keys, "before": before})
             db.execute(_QUERIES["uncount_events"], {**keys, "events": gone, "failed": gone_failed})
         row = db.execute(_QUERIES["count_events"], keys).fetchone()
-        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+        if row is None:
+            return 0, 0
+        if type(row[0]) is not int or type(row[1]) is not int:
+            db.execute(_QUERIES["forget_window"], keys)
+            db.execute(_QUERIES["forget_count"], keys)
+            corrupt_state(service, f"{kind} window count {row[0]!r}"[:80], "SQLite")
+            return 0, 0
+        return row[0], row[1]
 
     @staticmethod
     def _add(db: sqlite3.Connection, service: str, kind: str, at: float, failed: bool) -> None:
@@ -130,12 +139,22 @@ class SQLiteFleet:
             self._add(db, service, "retry", now, False)
             return BudgetVerdict(True, now, retries + 1, firsts, limit)
 
-    @staticmethod
-    def _load(db: sqlite3.Connection, service: str) -> tuple[CircuitState, float, int]:
+    @classmethod
+    def _load(cls, db: sqlite3.Connection, service: str) -> tuple[CircuitState, float, int]:
         row = db.execute(_QUERIES["load_breaker"], {"service": service}).fetchone()
         if row is None:
             return "closed", 0.0, 0
-        return _STATES[str(row[0])], float(row[1]), int(row[2])
+        state, open_until, generation = row
+        if (
+            state in _STATES
+            and type(open_until) in (int, float)
+            and not math.isnan(open_until)
+            and type(generation) is int
+        ):
+            return _STATES[state], float(open_until), generation
+        cls._save(db, service, "closed", 0.0, 0)
+        corrupt_state(service, f"breaker {state!r}, {open_until!r}, {generation!r}"[:80], "SQLite")
+        return "closed", 0.0, 0
 
     @staticmethod
     def _save(
@@ -160,12 +179,13 @@ class SQLiteFleet:
                 return Admission(True, "closed", now, generation=generation)
             opened_half = False
             if state == "open":
-                if now < open_until:
+                if settings.still_open(now, open_until):
                     return Admission(False, "open", now, generation=generation)
                 generation, opened_half = generation + 1, True
                 self._save(db, service, "half_open", 0.0, generation)
                 db.execute(_QUERIES["clear_probes"], {"service": service})
-            db.execute(_QUERIES["trim_probes"], {"service": service, "now": now})
+            latest = now + settings.probe_lease_s  # a later lease end: the clock stepped back
+            db.execute(_QUERIES["trim_probes"], {"service": service, "now": now, "latest": latest})
             (probes,) = db.execute(_QUERIES["count_probes"], {"service": service}).fetchone()
             if int(probes) >= settings.half_open_calls:
                 return Admission(False, "half_open", now, None, generation, opened_half)

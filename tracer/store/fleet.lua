@@ -51,42 +51,55 @@ end
 return {allowed, string.format('%.17g', now), retries, firsts, string.format('%.17g', limit)}
 
 -- name: breaker_admit
--- KEYS breaker, probes; ARGV now, half_open_calls, probe_lease_s, token
--- Returns {allowed 0|1, state, now, probe token or false, generation, opened_half 0|1}.
+-- KEYS breaker, probes; ARGV now, half_open_calls, probe_lease_s, token, open_s
+-- Returns {allowed 0|1, state, now, probe token or false, generation, opened_half 0|1,
+--          corrupt 0|1}. A breaker hash that does not read as one (someone else's write)
+-- is reset to closed and reported (corrupt = 1): failing open. An open period ends
+-- after open_s at most, whatever open_until says (the clock stepped back, or inf).
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
+local lease, open_s = tonumber(ARGV[3]), tonumber(ARGV[5])
 local stored = redis.call('HMGET', KEYS[1], 'state', 'open_until', 'generation')
 local state = stored[1] or 'closed'
+local open_until = tonumber(stored[2] or '0')
 local generation = tonumber(stored[3] or '0')
+local corrupt = 0
+if (state ~= 'closed' and state ~= 'open' and state ~= 'half_open')
+    or not open_until or open_until ~= open_until or not generation then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  state, open_until, generation, corrupt = 'closed', 0, 0, 1
+end
 local at = string.format('%.17g', now)
 if state == 'closed' then
-  return {1, 'closed', at, false, generation, 0}
+  return {1, 'closed', at, false, generation, 0, corrupt}
 end
 local opened_half = 0
 if state == 'open' then
-  if now < tonumber(stored[2]) then
-    return {0, 'open', at, false, generation, 0}
+  if now < open_until and open_until <= now + open_s then
+    return {0, 'open', at, false, generation, 0, 0}
   end
   generation = generation + 1
   opened_half = 1
   redis.call('HSET', KEYS[1], 'state', 'half_open', 'open_until', '0', 'generation', generation)
   redis.call('DEL', KEYS[2])
 end
+-- Leases ending after now + lease were taken before the clock stepped back: over too.
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', at)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. string.format('%.17g', now + lease), '+inf')
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then
-  return {0, 'half_open', at, false, generation, opened_half}
+  return {0, 'half_open', at, false, generation, opened_half, 0}
 end
-redis.call('ZADD', KEYS[2], string.format('%.17g', now + tonumber(ARGV[3])), ARGV[4])
-return {1, 'half_open', at, ARGV[4], generation, opened_half}
+redis.call('ZADD', KEYS[2], string.format('%.17g', now + lease), ARGV[4])
+return {1, 'half_open', at, ARGV[4], generation, opened_half, 0}
 
 -- name: breaker_record
 -- KEYS breaker, probes, calls, failures, seq
 -- ARGV now, probe token or '', failed 0|1, window_s, min_calls, failure_ratio, open_for_s,
 --      gc_margin_s
--- Returns {state before, state after, now}.
+-- Returns {state before, state after, now, corrupt 0|1} (corrupt: as in breaker_admit).
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -97,18 +110,23 @@ local window, min_calls, ratio = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(
 local open_for, margin = tonumber(ARGV[7]), tonumber(ARGV[8])
 local at = string.format('%.17g', now)
 local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
+local corrupt = 0
+if state ~= 'closed' and state ~= 'open' and state ~= 'half_open' then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  state, corrupt = 'closed', 1
+end
 local function leave(to)
   local until_ = to == 'open' and string.format('%.17g', now + open_for) or '0'
   redis.call('HSET', KEYS[1], 'state', to, 'open_until', until_)
   redis.call('HSETNX', KEYS[1], 'generation', '0')
   redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-  return {state, to, at}
+  return {state, to, at, corrupt}
 end
 if ARGV[2] ~= '' and redis.call('ZREM', KEYS[2], ARGV[2]) == 1 and state == 'half_open' then
   return leave(failed and 'open' or 'closed')
 end
 if state ~= 'closed' then
-  return {state, state, at}
+  return {state, state, at, corrupt}
 end
 local before = string.format('%.17g', now - window)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', before)
@@ -126,7 +144,7 @@ local calls, failures = redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4
 if calls >= min_calls and failures >= ratio * calls then
   return leave('open')
 end
-return {'closed', 'closed', at}
+return {'closed', 'closed', at, corrupt}
 
 -- name: breaker_release
 -- KEYS probes; ARGV token

@@ -78,6 +78,12 @@ INSERT INTO fleet_event (service, kind, at, failed) VALUES (:service, :kind, :at
 INSERT INTO fleet_count (service, kind, events, failed) VALUES (:service, :kind, 1, :failed)
 ON CONFLICT (service, kind) DO UPDATE SET events = events + 1, failed = failed + excluded.failed;
 
+-- name: forget_window
+DELETE FROM fleet_event WHERE service = :service AND kind = :kind;
+
+-- name: forget_count
+DELETE FROM fleet_count WHERE service = :service AND kind = :kind;
+
 -- name: clear_calls
 DELETE FROM fleet_event WHERE service = :service AND kind = 'call';
 
@@ -92,7 +98,8 @@ INSERT OR REPLACE INTO fleet_breaker (service, state, open_until, generation)
 VALUES (:service, :state, :open_until, :generation);
 
 -- name: trim_probes
-DELETE FROM fleet_probe WHERE service = :service AND until <= :now;
+-- A lease ending after :latest was taken before the clock stepped back: it is over too.
+DELETE FROM fleet_probe WHERE service = :service AND (until <= :now OR until > :latest);
 
 -- name: count_probes
 SELECT count(*) FROM fleet_probe WHERE service = :service;
