@@ -33,13 +33,13 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-s
 CHART = '[data-testid="stVegaLiteChart"] svg'
 # (file name, sidebar link, what to wait for, what to do on the page first)
 PAGES = (
-    ("overview", "Overview", CHART, None),
+    ("overview", "Overview", CHART, "budget"),
     ("timelines", "Retry timelines", CHART, None),
     ("findings", "Findings", '[data-testid="stDataFrame"]', "duplicate_write"),
     ("trace", "Trace view", CHART, None),
     ("console", "SQL console", "textarea", "run"),
 )
-AFTER = {"duplicate_write": CHART, "run": '[data-testid="stDataFrame"]'}
+AFTER = {"budget": CHART, "duplicate_write": CHART, "run": '[data-testid="stDataFrame"]'}
 
 
 def _free_port() -> int:
@@ -84,7 +84,10 @@ def _settle(page: Page, selector: str) -> None:
 
 
 def _prepare(page: Page, action: str | None) -> None:
-    if action == "duplicate_write":
+    if action == "budget":  # the outage sample's budget: 0.2 x first attempts + 0.05/s
+        page.get_by_role("spinbutton", name="Min retries per second").fill("0.05")
+        page.keyboard.press("Enter")
+    elif action == "duplicate_write":
         page.get_by_test_id("stSelectbox").filter(has_text="Open a finding").click()
         page.get_by_role("option", name=re.compile("^duplicate_write")).click()
     elif action == "run":
@@ -115,7 +118,9 @@ def shoot(url: str, out: Path, chromium: str) -> list[Path]:
             page.set_viewport_size({"width": WIDTH, "height": 900})
             # A palette PNG: the screenshots stay small enough to commit.
             with Image.open(path) as image:
-                image.convert("RGB").quantize(colors=128).save(path, optimize=True)
+                image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(
+                    path, optimize=True
+                )
             written.append(path)
         browser.close()
     return written

@@ -140,7 +140,6 @@ def render() -> None:
         _table(page),
         hide_index=True,
         column_config={
-            "kind": st.column_config.TextColumn(width="small"),
             "when": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
             "calls": st.column_config.NumberColumn(width="small"),
             "reason": st.column_config.TextColumn(width="large"),

@@ -39,9 +39,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = ("openai", "anthropic", "openai_responses", "mcp")
 WIDTH = 1280
 CHART = '[data-testid="stVegaLiteChart"]'
-ROW_LABEL = re.compile(r"^\d+\. ")
 
-# Every row label of each chart (the timeline numbers its rows "N. ...").
+# Every axis label of each chart.
 ROW_LABELS_JS = """() => Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
   .map(c => Array.from(c.querySelectorAll('g.role-axis-label text')).map(t => t.textContent))"""
 # Per chart: legend entries (label, symbol fill, symbol opacity) and the fills of its bars.
@@ -170,7 +169,7 @@ def _settled(page: Any) -> None:
     page.wait_for_timeout(800)
 
 
-def _open(page: Any, url: str, link: str, ready: str = CHART + " svg") -> None:
+def _open(page: Any, url: str, link: str, ready: str = CHART) -> None:
     page.goto(url)
     page.get_by_role("link", name=link).click()
     page.wait_for_selector(ready, timeout=60_000)
@@ -188,8 +187,9 @@ def _poll(read: Callable[[], Any], ok: Callable[[Any], bool], timeout_s: float =
 
 
 def _timeline_rows(page: Any) -> list[str]:
+    # A row's label names the call's final status after an arrow.
     return [label for chart in page.evaluate(ROW_LABELS_JS) for label in chart
-            if ROW_LABEL.match(label)]  # fmt: skip
+            if " → " in label]  # fmt: skip
 
 
 def _pick(page: Any, scope: Any, label: str, option: str | re.Pattern[str]) -> None:
@@ -222,6 +222,7 @@ def test_every_call_is_one_row_on_every_page(
     page.wait_for_selector(f"text=calls 1-{problem[0]} of {problem[0]}")
     rows = _poll(lambda: _timeline_rows(page), lambda r: len(r) >= problem[0])
     assert len(rows) == len(set(rows)) == problem[0], rows
+    assert [row.split(". ")[0] for row in rows] == [str(n) for n in range(1, problem[0] + 1)]
     refused = [row for row in rows if "→ loop_blocked" in row]
     assert len(refused) == problem[1]
     markers = page.locator(f"{CHART} g.mark-symbol.role-mark path").count()
