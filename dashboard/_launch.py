@@ -97,6 +97,10 @@ def _check_startable(db_path: Path, host: str, port: int) -> None:
         raise DashboardError(f"no database at {db_path}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As the server will (Tornado sets SO_REUSEADDR): the sockets of a
+        # dashboard stopped a moment ago, in TIME_WAIT, do not hold the port;
+        # a listening socket still does.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:

@@ -40,6 +40,7 @@ from ._errors import (
     QueryTimeout,
     ResultTooLarge,
 )
+from ._units import human_size
 
 __all__ = ["SandboxLimits", "SandboxResult", "SqlSandbox", "open_database"]
 
@@ -361,7 +362,7 @@ def _result(reply: tuple[Any, ...], limits: SandboxLimits, elapsed_s: float) -> 
         )
     if outcome == "too_large":
         raise ResultTooLarge(
-            f"Result too large: more than {limits.max_result_bytes / 1e6:g} MB after "
+            f"Result too large: more than {human_size(limits.max_result_bytes)} after "
             f"{reply[1]:,} rows. Select fewer or shorter columns, or add a LIMIT."
         )
     if outcome == "error":

@@ -29,6 +29,7 @@ __all__ = [
     "query",
     "render_sidebar",
     "require_calls",
+    "slider_format",
     "stop_with",
 ]
 
@@ -131,13 +132,14 @@ def _time_range(first: Any, last: Any) -> tuple[datetime | None, datetime | None
     low = pd.Timestamp(first).floor("s").to_pydatetime()
     high = pd.Timestamp(last).ceil("s").to_pydatetime()
     step = max(timedelta(seconds=1), bucket_for(low, high) / 10)
+    label, value_format = slider_format(low, high)
     chosen = st.sidebar.slider(
-        "Time range (call start, UTC)",
+        label,
         min_value=low,
         max_value=high,
         value=(low, high),
         step=step,
-        format="MM-DD HH:mm:ss",
+        format=value_format,
         key="f_time",
     )
     picked_low, picked_high = chosen
@@ -146,6 +148,21 @@ def _time_range(first: Any, last: Any) -> tuple[datetime | None, datetime | None
         None if picked_low <= low else picked_low,
         None if picked_high >= high else picked_high,
     )
+
+
+def slider_format(low: datetime, high: datetime) -> tuple[str, str]:
+    """The time slider's label and value format (moment.js) for ``low..high``.
+
+    Streamlit centres a value on its thumb and, on first draw, lets a value at
+    either end spill out of the sidebar: values stay short (at most 11
+    characters, which fit in the sidebar's padding at 1280 px) and the date or
+    year they leave out goes into the label.
+    """
+    if low.date() == high.date():
+        return f"Time range (call start, UTC, {low:%Y-%m-%d})", "HH:mm:ss"
+    if low.year == high.year:
+        return f"Time range (call start, UTC, {low:%Y})", "MM-DD HH:mm"
+    return "Time range (call start, UTC)", "YYYY-MM-DD"
 
 
 def _conversation_filter(recent: list[str]) -> str | None:

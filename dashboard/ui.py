@@ -25,8 +25,9 @@ Drawing
     ``page_offset`` draws a page picker for long lists; the chart builders
     (``status_by_tool``, ``calls_over_time``, ``retries_against_budget``,
     ``timeline``, ``waterfall``) turn
-    small, aggregated frames into Altair charts; ``bucket_for`` picks the
-    over-time bucket width.
+    small, aggregated frames into Altair charts, every status and error code in
+    one colour on every page; ``bucket_for`` picks the over-time bucket width;
+    ``human_size`` writes a byte count as "32 MiB".
 Links between pages
     ``open_conversation`` and ``open_trace`` are button callbacks that filter
     every page to a conversation or show a trace in the trace view (whose
@@ -53,6 +54,7 @@ from ._ui import (
     require_calls,
     stop_with,
 )
+from ._units import human_size
 
 __all__ = [
     "TRACE_KEY",
@@ -62,6 +64,7 @@ __all__ = [
     "connection",
     "current_filters",
     "filtered",
+    "human_size",
     "limits",
     "open_conversation",
     "open_trace",

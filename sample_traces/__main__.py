@@ -14,7 +14,7 @@ from pathlib import Path
 
 from toolspan.cli import main as toolspan_main
 
-from . import agent_run, bicycle
+from . import agent_run, bicycle, outage
 from ._otel import DeterministicTelemetry
 
 HERE = Path(__file__).resolve().parent
@@ -26,6 +26,7 @@ def regenerate(out: Path) -> list[bicycle.CaseResult]:
     results = bicycle.run_cases(telemetry)
     bicycle.write_outputs(results, telemetry, out / "bicycle")
     agent_run.generate(out / "agent_run")
+    outage.generate(out / "outage")
     return results
 
 
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n   written: {args.out / 'bicycle'} (cases.csv, attempts.csv, results.csv, traces.jsonl)"
     )
-    print(f"   and the support-desk agent run: {args.out / 'agent_run' / 'traces.jsonl'}\n")
+    print(f"   and the support-desk agent run: {args.out / 'agent_run' / 'traces.jsonl'}")
+    print(f"   and a carrier outage (budget, breaker): {args.out / 'outage' / 'traces.jsonl'}\n")
 
     print("== 2. The analyzer's findings (DuckDB over the OTLP/JSON files)\n")
     args.db.parent.mkdir(parents=True, exist_ok=True)
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             "analyze",
             str(args.out / "bicycle"),
             str(args.out / "agent_run"),
+            str(args.out / "outage"),
             "--db",
             str(args.db),
             "--write-tools",

@@ -235,7 +235,11 @@ class SpanWriter:
     ) -> None:
         """A programming error: record it on both spans and end them."""
         for span in (attempt_span, call_span):
-            span.add_event("exception", {"exception.type": kind, "exception.message": message})
+            span.add_event(
+                "exception",
+                {"exception.type": kind, "exception.message": message},
+                timestamp=self._now(),
+            )
             span.set_attribute(attr.ERROR_TYPE, kind)
             span.set_status(StatusCode.ERROR, f"{kind}: {message}")
         attempt_span.set_attribute(attr.ATTEMPT_OUTCOME, kind)
@@ -245,8 +249,7 @@ class SpanWriter:
 
     # -- retry budget and circuit breaker events --------------------------------------
 
-    @staticmethod
-    def budget_refused(call_span: Span, service: str, verdict: Any) -> None:
+    def budget_refused(self, call_span: Span, service: str, verdict: Any) -> None:
         """The retry budget refused a retry (``verdict``: the budget's counts)."""
         call_span.set_attribute(attr.RETRY_BUDGET, service)
         call_span.add_event(
@@ -257,17 +260,23 @@ class SpanWriter:
                 "toolspan.retry.budget.first_attempts": verdict.first_attempts,
                 "toolspan.retry.budget.limit": verdict.limit,
             },
+            timestamp=self._now(),
         )
 
-    @staticmethod
-    def circuit_transition(call_span: Span, service: str, before: str, after: str) -> None:
+    def circuit_transition(self, call_span: Span, service: str, before: str, after: str) -> None:
         """The circuit breaker of ``service`` changed state during this call."""
         call_span.add_event(
             attr.EVENT_CIRCUIT_TRANSITION,
             {attr.SERVICE: service, attr.CIRCUIT_FROM: before, attr.CIRCUIT_TO: after},
+            timestamp=self._now(),
         )
 
     # -- both -----------------------------------------------------------------------
+
+    def _now(self) -> int | None:
+        # Events on the span clock too: a span stamped by a fake clock must
+        # not carry an event stamped by the wall clock.
+        return None if self._clock is None else self._clock()
 
     def end(self, span: Span) -> None:
         clock = self._clock

@@ -81,8 +81,8 @@ def render() -> None:
         f"Read-only DuckDB over the analyzer's views. No files, network, settings or "
         f"extensions; queries stop after {limits.time_limit_s:g} s or "
         f"{limits.max_process_mb:,} MB of memory and show at most {limits.max_rows:,} rows "
-        f"or {limits.max_result_bytes / 1e6:g} MB. The sidebar filters do not apply to your SQL: "
-        "start from them with the button below."
+        f"or {ui.human_size(limits.max_result_bytes)}. The sidebar filters do not apply to "
+        "your SQL: start from them with the button below."
     )
     _schema()
     st.session_state.setdefault(SQL_KEY, DEFAULT_SQL)

@@ -40,7 +40,8 @@ def _pick_scope(trace_id: str) -> tuple[str, str]:
         "Show",
         options,
         format_func=lambda s: "the whole trace" if s == WHOLE_TRACE else f"{s[0]} {s[1]}",
-        key="scope",
+        # One widget per trace: a picker never keeps another trace's choice.
+        key=f"scope-{trace_id}",
     )
     return chosen if chosen is not None else WHOLE_TRACE
 
@@ -57,6 +58,35 @@ def _attributes(raw: Any) -> Any:
     return raw
 
 
+def _span_attributes(trace_id: str, spans: pd.DataFrame, key: str) -> None:
+    """A span picker and the picked span's attributes.
+
+    The picker is keyed per trace and scope, and its options are the span ids
+    of the trace shown: after a trace switch Streamlit makes a new widget, so
+    the picker never names a span of the previous trace.
+    """
+    names = {
+        row.span_id: f"{'  ' * int(row.depth)}{row.name} [{row.span_id[-6:]}]"
+        for row in spans.itertuples()
+    }
+    picked = st.selectbox("Span", list(names), format_func=names.__getitem__, key=key)
+    if picked is None:
+        return
+    span = spans.loc[spans["span_id"] == picked].iloc[0]
+    attributes = ui.query("span_attributes", trace_id=trace_id, span_id=picked)
+    st.json(
+        {
+            "trace_id": trace_id,
+            "span_id": picked,
+            "name": span["name"],
+            "status": span["status_code"],
+            "status_message": None if pd.isna(span["status_message"]) else span["status_message"],
+            "duration_ms": float(span["duration_ms"]),
+            "attributes": _attributes(attributes["attributes"].iloc[0]) if len(attributes) else {},
+        }
+    )
+
+
 def render() -> None:
     st.title("Trace view")
     ui.require_calls()
@@ -70,33 +100,9 @@ def render() -> None:
     total = int(spans["total_spans"].iloc[0])
     if total > len(spans):
         st.warning(f"Showing the first {len(spans):,} of {total:,} spans.")
-    spans["row"] = [
-        f"{'  ' * int(depth)}{name} [{span_id[-6:]}]"
-        for depth, name, span_id in zip(
-            spans["depth"], spans["name"], spans["span_id"], strict=True
-        )
-    ]
     st.altair_chart(ui.waterfall(spans), width="stretch")
-    picked = st.selectbox(
-        "Span", range(len(spans)), format_func=lambda i: spans["row"].iloc[i].strip(), key="span"
-    )
-    if picked is not None:
-        span = spans.iloc[int(picked)]
-        attributes = ui.query("span_attributes", trace_id=trace_id, span_id=span["span_id"])
-        st.json(
-            {
-                "name": span["name"],
-                "status": span["status_code"],
-                "status_message": None
-                if pd.isna(span["status_message"])
-                else span["status_message"],
-                "duration_ms": float(span["duration_ms"]),
-                "attributes": _attributes(attributes["attributes"].iloc[0])
-                if len(attributes)
-                else {},
-            }
-        )
-    st.dataframe(spans.drop(columns=["row", "total_spans"]), hide_index=True)
+    _span_attributes(trace_id, spans, key=f"span-{trace_id}-{scope}-{scope_id}")
+    st.dataframe(spans.drop(columns=["total_spans"]), hide_index=True)
 
 
 render()

@@ -3,6 +3,7 @@
 -- milliseconds from their call's start. A bar spans the attempt's own time
 -- plus the delay scheduled after it.
 SELECT
+    a.trace_id,
     a.call_span_id,
     a.attempt,
     coalesce(a.outcome, '(unknown)') AS outcome,
@@ -16,4 +17,4 @@ FROM attempts AS a
 JOIN tool_calls AS c ON c.trace_id = a.trace_id AND c.span_id = a.call_span_id
 WHERE list_contains($span_ids, a.call_span_id)
   AND list_contains($trace_ids, a.trace_id)
-ORDER BY a.call_span_id, a.attempt;
+ORDER BY a.trace_id, a.call_span_id, a.attempt;

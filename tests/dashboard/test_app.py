@@ -136,14 +136,14 @@ def test_timelines_one_bar_per_attempt_labelled_with_status(
     fixture_db: Path, sql: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = start(fixture_db, monkeypatch, "timelines")
-    (ran,) = charts(app)  # both layers share one dataset
+    (ran,) = [frame for frame in charts(app) if "attempt" in frame.columns]
     expected = sql.execute(
         "SELECT c.tool, a.attempt, a.outcome FROM attempts a JOIN tool_calls c "
         "ON c.span_id = a.call_span_id AND c.trace_id = a.trace_id "
         "WHERE c.attempts > 1 OR c.status <> 'succeeded' ORDER BY ALL"
     ).fetchall()
     shown = sorted(
-        (label.split(" · ")[0], int(n), outcome)
+        (label.split(" · ")[0].split(". ", 1)[1], int(n), outcome)
         for label, n, outcome in zip(ran["label"], ran["attempt"], ran["outcome"], strict=True)
     )
     assert shown == expected
@@ -188,10 +188,10 @@ def test_findings_counts_equal_sql_and_open_trace(
     ).fetchall()
     assert sorted(calls["span_id"]) == sorted(row[0] for row in expected)
     assert set(calls["status"]) == {"succeeded"} and not calls["replayed"].any()
-    app.button(key="open_trace").click().run()
+    trace_id = one(sql, "SELECT trace_ids[1] FROM findings WHERE kind = 'duplicate_write'")
+    app.button(key=f"open_trace-{trace_id}").click().run()
     assert not app.exception
     assert app.title[0].value == "Trace view"
-    trace_id = one(sql, "SELECT trace_ids[1] FROM findings WHERE kind = 'duplicate_write'")
     assert app.selectbox(key="trace").value == trace_id
 
 
@@ -220,7 +220,7 @@ def test_trace_turn_scope_and_attributes(
         sql, "SELECT trace_id FROM tool_calls WHERE conversation_id = 'conv-retry' LIMIT 1"
     )
     app.selectbox(key="trace").set_value(trace_id).run()
-    app.selectbox(key="scope").set_value(("turn", "conv-retry-turn-1")).run()
+    app.selectbox(key=f"scope-{trace_id}").set_value(("turn", "conv-retry-turn-1")).run()
     (waterfall,) = charts(app)
     # The turn: its model span, its call with three attempts, and the agent span above.
     assert sorted(waterfall["category"]) == [
@@ -231,8 +231,8 @@ def test_trace_turn_scope_and_attributes(
         "model",
         "tool",
     ]
-    call_row = list(waterfall["category"]).index("tool")
-    app.selectbox(key="span").set_value(call_row).run()
+    call_span = waterfall.loc[waterfall["category"] == "tool", "span_id"].iloc[0]
+    app.selectbox(key=f"span-{trace_id}-turn-conv-retry-turn-1").set_value(call_span).run()
     shown = json.loads(app.json[0].value)
     assert shown["name"] == "execute_tool search_docs"
     assert shown["attributes"]["toolspan.status"] == "succeeded"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from toolspan.dashboard import cli
+from toolspan.dashboard._launch import _check_startable
 
 ROOT = Path(__file__).parents[2]
 
@@ -72,3 +73,25 @@ def test_busy_port_is_an_error(fixture_db: Path, capsys: pytest.CaptureFixture[s
         port = taken.getsockname()[1]
         assert cli.run(parse("--db", str(fixture_db), "--port", str(port))) == 2
     assert "pick another --port" in capsys.readouterr().err
+
+
+def _port_in_time_wait() -> int:
+    """A loopback port whose only socket is a closed connection in TIME_WAIT: what a
+    dashboard stopped a moment ago leaves behind (the server closed first)."""
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port: int = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            accepted.close()  # the server side closes first: its socket waits
+            assert client.recv(1) == b""
+    return port
+
+
+def test_a_port_left_in_time_wait_is_free_to_restart_on(fixture_db: Path) -> None:
+    port = _port_in_time_wait()
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # what the start-up probe did: "in use"
+    _check_startable(fixture_db, "127.0.0.1", port)  # as Tornado binds: free

@@ -3,7 +3,6 @@ drill-down to the calls and the trace, the explanation shown as plain text."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import duckdb
@@ -55,7 +54,7 @@ def test_filter_to_parallel_writes_and_drill_down(
     app.multiselect(key="finding_kinds").set_value(["parallel_write"]).run()
     table = app.dataframe[0].value
     assert set(table["kind"]) == {"parallel_write"} and len(table) == 2
-    mixed = [json.loads(d)["resource_key"] for d in table["detail"]].index("order-1")
+    mixed = [r.startswith("3 writes on resource order-1") for r in table["reason"]].index(True)
     app.selectbox(key="finding").set_value(mixed).run()
     assert not app.exception
     calls = app.dataframe[1].value
@@ -70,14 +69,15 @@ def test_filter_to_parallel_writes_and_drill_down(
     # The explanation, as plain text (trace text is never Markdown).
     texts = [t.value for t in app.text]
     assert any(t.startswith("3 writes on resource order-1") for t in texts), texts
-    app.button(key="open_trace").click().run()
-    assert app.title[0].value == "Trace view"
     trace_id = sql.execute(
         "SELECT trace_ids[1] FROM findings"
         " WHERE kind = 'parallel_write' AND json_extract_string(detail, '$.resource_key') = ?",
         ["order-1"],
     ).fetchone()
-    assert trace_id is not None and app.selectbox(key="trace").value == trace_id[0]
+    assert trace_id is not None
+    app.button(key=f"open_trace-{trace_id[0]}").click().run()
+    assert app.title[0].value == "Trace view"
+    assert app.selectbox(key="trace").value == trace_id[0]
 
 
 def test_kind_filter_shows_only_that_kind(retry_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

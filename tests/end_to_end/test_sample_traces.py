@@ -5,6 +5,7 @@ from __future__ import annotations
 import filecmp
 import json
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from examples.runner import main as run_example
 from sample_traces.__main__ import regenerate
 from sample_traces.agent_run import CONVERSATIONS, WRITE_TOOLS
 from toolspan.analyzer import Analyzer
+from toolspan.dashboard import open_database
+from toolspan.dashboard._queries import Filters, run_query
 from toolspan.tracer.testing import FakeClock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,6 +38,7 @@ def test_checked_in_sample_traces_are_what_the_generator_makes_now(tmp_path):
         "bicycle/results.csv",
         "bicycle/traces.jsonl",
         "agent_run/traces.jsonl",
+        "outage/traces.jsonl",
     ):
         assert filecmp.cmp(tmp_path / name, CHECKED_IN / name, shallow=False), (
             f"{name} drifted: run `make sample-traces` and commit the result"
@@ -50,6 +54,24 @@ def test_analyzer_finds_exactly_the_planted_problems(tmp_path):
     )
     assert found([tmp_path / "agent_run"], WRITE_TOOLS) == planted
     assert found([tmp_path / "bicycle"]) == Counter()  # retries, but nothing wrong
+
+
+def test_the_outage_sample_fills_the_services_panel(tmp_path):
+    """`make demo` shows the retry budget and circuit breaker panel: the outage's calls
+    carry a service, some retries were refused and some calls failed fast."""
+    regenerate(tmp_path)
+    assert found([tmp_path / "outage"]) == Counter()  # reads, each a different order
+    db = tmp_path / "outage.duckdb"
+    with Analyzer(db) as analyzer:
+        analyzer.ingest([tmp_path / "outage"])
+    panel = run_query(
+        open_database(db),
+        "overview_services",
+        {**Filters().params(), "bucket": timedelta(minutes=1)},
+    )
+    assert set(panel["service"]) == {"carrier"}
+    assert panel["refused"].sum() > 0 and panel["failed_fast"].sum() > 0
+    assert panel["saw_open"].sum() > 0 and panel["retries"].sum() > 0
 
 
 def test_without_write_tools_the_mis_declared_sms_goes_unseen(tmp_path):

@@ -280,3 +280,29 @@ def test_executor_retries_in_any_window_stay_within_the_budget(
     for at, attempt in service.log:
         if attempt > 1:
             assert counted(False, at) <= ratio * counted(True, at) + floor * w
+
+
+def test_budget_and_breaker_events_are_stamped_by_the_span_clock(
+    spans: Spans, clock: FakeClock, make_executor: Callable[..., Executor]
+) -> None:
+    """A span on a fake clock carries its events on that clock too (sample traces
+    regenerate byte for byte), not on the wall clock."""
+    budget = RetryBudget(ratio=0.0, min_retries_per_s=0.1, window_s=10.0, clock=clock)
+    breaker = CircuitBreaker(0.5, 2, 30.0, 20.0, clock=clock, rng=random.Random(1))
+    executor = make_executor(
+        [Tool("charge", Scripted(E503, E503, E503, E503), service="payments")],
+        retry_budget=budget,
+        circuit_breaker=breaker,
+        span_clock=clock.time_ns,
+    )
+    for n in range(3):
+        executor.execute(call(n))
+        clock.advance(1.0)
+    events = [event for span in spans.calls() for event in span.events]
+    assert {e.name for e in events} >= {
+        "toolspan.retry.budget.refused",
+        "toolspan.circuit.transition",
+    }
+    for span in spans.calls():
+        for event in span.events:
+            assert span.start_time <= event.timestamp <= span.end_time  # type: ignore[operator]
