@@ -108,12 +108,12 @@ def _checked(request: Any) -> Converted:
 
 
 def _count_spans(request: Any) -> int:
-    if not isinstance(request, dict):
-        return 0
+    """Spans in a parsed request, whatever its shape (a bad part counts none)."""
+    resources = request.get("resourceSpans") if isinstance(request, dict) else None
     total = 0
-    for resource in request.get("resourceSpans") or ():
-        if isinstance(resource, dict):
-            for scope in resource.get("scopeSpans") or ():
-                if isinstance(scope, dict) and isinstance(scope.get("spans"), list):
-                    total += len(scope["spans"])
+    for resource in resources if isinstance(resources, list) else ():
+        scopes = resource.get("scopeSpans") if isinstance(resource, dict) else None
+        for scope in scopes if isinstance(scopes, list) else ():
+            if isinstance(scope, dict) and isinstance(scope.get("spans"), list):
+                total += len(scope["spans"])
     return total

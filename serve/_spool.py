@@ -103,6 +103,7 @@ class Spool:
         self._current_size = 0
         self._thread: threading.Thread | None = None
         self.spans_written = 0
+        self.refused = 0  # appends answered "retry later"
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -155,23 +156,24 @@ class Spool:
         data = line if line.endswith(b"\n") else line + b"\n"
         future: Future[None] = Future()
         with self._lock:
-            if self._closed:
-                raise Overloaded("the server is stopping", self._retry_after_s)
-            if self._pending and self._pending + len(data) > self.max_pending_bytes:
-                raise Overloaded(
-                    f"more than {self.max_pending_bytes:,} bytes wait to be written",
-                    self._retry_after_s,
-                )
-            if self.lag_bytes() > self.max_lag_bytes:
-                raise Overloaded(
-                    f"the analyser lags {self.lag_bytes():,} bytes behind the spool",
-                    self._retry_after_s,
-                )
+            refusal = self._refusal(len(data))
+            if refusal:
+                self.refused += 1
+                raise Overloaded(refusal, self._retry_after_s)
             self._queue.append((data, future))
             self._pending += len(data)
             self.spans_written += spans
             self._lock.notify()
         return future
+
+    def _refusal(self, size: int) -> str | None:
+        if self._closed:
+            return "the server is stopping"
+        if self._pending and self._pending + size > self.max_pending_bytes:
+            return f"more than {self.max_pending_bytes:,} bytes wait to be written"
+        if self.lag_bytes() > self.max_lag_bytes:
+            return f"the analyser lags {self.lag_bytes():,} bytes behind the spool"
+        return None
 
     def lag_bytes(self) -> int:
         """Bytes on disk (sealed or not) the analyser has not ingested yet."""
