@@ -59,6 +59,7 @@ class Follower:
         # Files read to their end, by (size, mtime): not opened again until they change.
         self._finished: dict[Path, tuple[int, int]] = {}
         self._stop = threading.Event()
+        self._scanning = threading.Lock()  # one pass at a time reads and saves positions
         self._thread: threading.Thread | None = None
 
     def start(self) -> Follower:
@@ -85,7 +86,8 @@ class Follower:
             return 0
         files = [p for p in self._follow.rglob("*") if p.is_file() and is_trace_file(p)]
         files.sort(key=lambda p: (_mtime(p), p.name))
-        return sum(self._read(path) for path in files if not self._stop.is_set())
+        with self._scanning:
+            return sum(self._read(path) for path in files if not self._stop.is_set())
 
     def _read(self, path: Path) -> int:
         try:
