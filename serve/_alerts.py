@@ -93,13 +93,17 @@ class Alerter:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Post what waits (one last try), then stop."""
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Post what waits, for at most ``timeout_s``, then stop (a slow
+        webhook never holds up Ctrl-C: what is left is reported)."""
         with self._wake:
             self._closed = True
             self._wake.notify()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                self._log(f"stopping with {len(self._waiting)} alert(s) not delivered")
+                return  # the daemon thread ends with the process
         self._client.close()
 
     def submit(self, findings: Sequence[Finding]) -> None:

@@ -145,6 +145,8 @@ class LiveAnalyser:
         self._spool.seal()
         todo = [path for path in self._spool.sealed() if path not in self._done]
         if not todo:
+            if self._known is None:
+                self._diff_findings(self._clock())  # the baseline: nothing was read yet
             self._publish(force=False)
             return False
         self._spool.set_backlog(sum(_size(path) for path in todo))
