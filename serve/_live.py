@@ -103,6 +103,7 @@ class LiveAnalyser:
             self._analyzer.set_write_tools(self._write_tools)
         if self._snapshots is not None:
             self._snapshots.mkdir(parents=True, exist_ok=True)
+            self._publish(force=True)  # the dashboard opens a copy from its start
         self._thread = threading.Thread(target=self._run, name="toolspan-analyse", daemon=True)
         self._thread.start()
         return self
