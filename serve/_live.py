@@ -37,6 +37,7 @@ STATUS_FILE = "status"
 _RATE_WINDOW_S = 10.0
 _KEPT_SNAPSHOTS = 3
 _RECENT_FINDINGS = 200
+_SEAL_BYTES = 8 * 1024 * 1024
 
 FindingKey = tuple[str, str, str | None, str | None]
 Listener = Callable[[list[Finding]], None]
@@ -68,6 +69,7 @@ class LiveAnalyser:
         listeners: Sequence[Listener] = (),
         write_tools: Sequence[str] = (),
         interval_s: float = 0.2,
+        seal_age_s: float = 0.5,
         clock: Callable[[], float] = time.time,
         log: Callable[[str], None] | None = None,
     ) -> None:
@@ -84,7 +86,11 @@ class LiveAnalyser:
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self._analyzer: Analyzer | None = None
-        self._done: set[Path] = set()
+        self._next = 0  # sealed segments before this index are ingested
+        self._version = 0  # ingests so far: the API's cached answers name theirs
+        self._summary_cache: tuple[int, dict[str, Any]] | None = None
+        self._findings_cache: tuple[int, list[Finding]] | None = None
+        self._seal_age_s = seal_age_s
         self._known: set[FindingKey] | None = None
         self._recent: deque[dict[str, Any]] = deque(maxlen=_RECENT_FINDINGS)
         self._ingested: deque[tuple[float, int]] = deque()
@@ -143,8 +149,11 @@ class LiveAnalyser:
         """Seal, ingest what is new, diff the findings, publish; whether it
         found anything to ingest."""
         assert self._analyzer is not None
-        self._spool.seal()
-        todo = [path for path in self._spool.sealed() if path not in self._done]
+        # One segment a second at most under load: fewer, larger files (and
+        # batches) at the cost of up to a second of latency.
+        self._spool.seal(min_age_s=self._seal_age_s, min_bytes=_SEAL_BYTES)
+        sealed = self._spool.sealed()
+        todo = sealed[self._next :]
         if not todo:
             if self._known is None:
                 self._diff_findings(self._clock())  # the baseline: nothing was read yet
@@ -153,9 +162,10 @@ class LiveAnalyser:
         self._spool.set_backlog(sum(_size(path) for path in todo))
         with self._lock:
             report = self._analyzer.ingest(todo)
+            self._version += 1
         for bad in report.bad_lines[:10]:
             self._log(f"{bad.path}:{bad.line}: skipped: {bad.reason}")
-        self._done.update(todo)
+        self._next = len(sealed)
         self._spool.set_backlog(0)
         now = self._clock()
         if report.spans:
@@ -168,9 +178,7 @@ class LiveAnalyser:
         return True
 
     def _diff_findings(self, now: float) -> None:
-        assert self._analyzer is not None
-        with self._lock:
-            findings = self._analyzer.findings()
+        findings = self._current_findings()
         first_pass = self._known is None
         known = self._known or set()
         new = [f for f in findings if finding_key(f) not in known]
@@ -187,19 +195,34 @@ class LiveAnalyser:
 
     # -- what the API and the dashboard read ----------------------------------
 
+    # The API's answers are computed once per ingest, not per request: a
+    # client polling them must not hold the database away from the ingest.
+
+    def _current_findings(self) -> list[Finding]:
+        assert self._analyzer is not None
+        with self._lock:
+            version = self._version
+            cached = self._findings_cache
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            found = self._analyzer.findings()
+            self._findings_cache = (version, found)
+            return found
+
     def summary(self) -> dict[str, Any]:
         """``toolspan analyze --format json``'s summary, with the live figures."""
         assert self._analyzer is not None
         with self._lock:
-            summary = self._analyzer.summary()
-        return {"summary": summary, **self.live_figures()}
+            cached = self._summary_cache
+            if cached is None or cached[0] != self._version:
+                cached = (self._version, self._analyzer.summary())
+                self._summary_cache = cached
+        return {"summary": cached[1], **self.live_figures()}
 
     def findings(self, since: datetime | None = None) -> list[dict[str, Any]]:
         """The findings (as ``toolspan analyze --format json``), or those seen
         again at or after ``since``."""
-        assert self._analyzer is not None
-        with self._lock:
-            found = self._analyzer.findings()
+        found = self._current_findings()
         if since is not None:
             # DuckDB times are naive UTC.
             cut = since.astimezone(UTC).replace(tzinfo=None) if since.tzinfo else since

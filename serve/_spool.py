@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
@@ -100,6 +101,10 @@ class Spool:
         self._closed = False
         self._fd = -1
         self._current: Path | None = None
+        self._opened_at = 0.0
+        # Every segment that will not change again, oldest first (kept here:
+        # listing a directory of many segments on every pass would cost more).
+        self._sealed: list[Path] = []
         self._current_size = 0
         self._thread: threading.Thread | None = None
         self.spans_written = 0
@@ -114,6 +119,7 @@ class Spool:
             existing = segments(self.directory)
             if existing:
                 repair_tail(existing[-1])
+            self._sealed = existing
             self._start_segment(_number(existing[-1]) + 1 if existing else 1)
         except OSError as exc:
             raise ServeError(f"cannot open the spool in {self.directory}: {exc}") from exc
@@ -137,6 +143,8 @@ class Spool:
             # The last segment is sealed too: the analyser's last pass reads it.
             if self._current is not None and not self._current_size:
                 self._current.unlink(missing_ok=True)
+            elif self._current is not None:
+                self._sealed.append(self._current)
             with self._lock:
                 self._backlog += self._current_size
             self._current, self._current_size = None, 0
@@ -145,6 +153,7 @@ class Spool:
         path = self.directory / f"{SEGMENT_PREFIX}{number:010d}.jsonl"
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._current, self._current_size = path, 0
+        self._opened_at = time.monotonic()
         # The new name must survive a crash too.
         _fsync_directory(self.directory)
 
@@ -221,15 +230,20 @@ class Spool:
 
     # -- sealing ---------------------------------------------------------------
 
-    def seal(self) -> None:
-        """Close the open segment if it holds anything and start the next."""
+    def seal(self, *, min_age_s: float = 0.0, min_bytes: int = 0) -> None:
+        """Close the open segment if it holds anything (and is at least
+        ``min_age_s`` old or ``min_bytes`` big) and start the next."""
         with self._io:
-            if self._current_size and self._fd >= 0:
+            if not self._current_size or self._fd < 0:
+                return
+            old_enough = time.monotonic() - self._opened_at >= min_age_s
+            if old_enough or (min_bytes and self._current_size >= min_bytes):
                 self._seal_locked()
 
     def _seal_locked(self) -> None:
         assert self._current is not None
         os.close(self._fd)
+        self._sealed.append(self._current)
         with self._lock:
             self._backlog += self._current_size
         self._start_segment(_number(self._current) + 1)
@@ -237,8 +251,7 @@ class Spool:
     def sealed(self) -> list[Path]:
         """Every segment that will not change again, oldest first."""
         with self._io:
-            current = self._current
-        return [path for path in segments(self.directory) if path != current]
+            return list(self._sealed)
 
 
 def _fsync_directory(directory: Path) -> None:
