@@ -395,43 +395,58 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--phoenix-spans", type=int, default=5_000)
     parser.add_argument("--no-phoenix", action="store_true")
+    parser.add_argument(
+        "--parts",
+        default="generator,sdk,latency,phoenix",
+        help="which measurements, comma-separated (default all)",
+    )
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if args.no_phoenix:
+        parts.discard("phoenix")
     DATA.mkdir(parents=True, exist_ok=True)
     print(f"load average before: {os.getloadavg()}  cores: {os.cpu_count()}", flush=True)
 
-    generator = throughput_generator(args.spans)
-    print(
-        f"serve, load generator: {generator['spans']:,} spans end to end in "
-        f"{generator['end_to_end_s']:.1f} s = {generator['spans_per_s']:,.0f} spans/s "
-        f"(accepted in {generator['accept_s']:.1f} s; {generator['refused']} retry-later "
-        f"answers; lost {generator['lost']}; peak RSS {generator['rss_mb']:.0f} MB)",
-        flush=True,
-    )
-    sdk = throughput_sdk(args.sdk_spans)
-    print(
-        f"serve, SDK exporter:   {sdk['spans']:,} spans end to end in {sdk['end_to_end_s']:.1f} s "
-        f"= {sdk['spans_per_s']:,.0f} spans/s",
-        flush=True,
-    )
-    live = latency(args.rate, args.seconds)
-    row, finding = live["row"], live["finding"]
-    print(
-        f"latency at {live['rate']:,} spans/s: span end -> tool_calls row p50 {row['p50']:.2f} s, "
-        f"p95 {row['p95']:.2f} s, max {row['max']:.2f} s; duplicate write -> finding "
-        f"p50 {finding['p50']:.2f} s, p95 {finding['p95']:.2f} s, max {finding['max']:.2f} s "
-        f"({live['findings']}/{live['planted']} found)",
-        flush=True,
-    )
-    if not args.no_phoenix:
-        peer = phoenix(args.phoenix_spans)
-        if peer:
-            print(
-                f"Phoenix:               {peer['spans']:,} spans end to end in "
-                f"{peer['end_to_end_s']:.1f} s = {peer['spans_per_s']:,.0f} spans/s "
-                f"(accepted in {peer['accept_s']:.1f} s); serve is "
-                f"{generator['spans_per_s'] / peer['spans_per_s']:,.1f}x",
-                flush=True,
-            )
+    generator = throughput_generator(args.spans) if "generator" in parts else None
+    if generator:
+        print(
+            f"serve, load generator: {generator['spans']:,} spans end to end in "
+            f"{generator['end_to_end_s']:.1f} s = {generator['spans_per_s']:,.0f} spans/s "
+            f"(accepted in {generator['accept_s']:.1f} s; {generator['refused']} retry-later "
+            f"answers; lost {generator['lost']}; peak RSS {generator['rss_mb']:.0f} MB)",
+            flush=True,
+        )
+    sdk = throughput_sdk(args.sdk_spans) if "sdk" in parts else None
+    if sdk:
+        print(
+            f"serve, SDK exporter:   {sdk['spans']:,} spans end to end in "
+            f"{sdk['end_to_end_s']:.1f} s = {sdk['spans_per_s']:,.0f} spans/s",
+            flush=True,
+        )
+    live = latency(args.rate, args.seconds) if "latency" in parts else None
+    if live:
+        row, finding = live["row"], live["finding"]
+        print(
+            f"latency at {live['rate']:,} spans/s: span end -> tool_calls row "
+            f"p50 {row['p50']:.2f} s, p95 {row['p95']:.2f} s, max {row['max']:.2f} s; "
+            "duplicate write -> finding "
+            f"p50 {finding['p50']:.2f} s, p95 {finding['p95']:.2f} s, max {finding['max']:.2f} s "
+            f"({live['findings']}/{live['planted']} found)",
+            flush=True,
+        )
+    peer = phoenix(args.phoenix_spans) if "phoenix" in parts else None
+    if peer:
+        ratio = (
+            f"; serve is {generator['spans_per_s'] / peer['spans_per_s']:,.1f}x"
+            if generator
+            else ""
+        )
+        print(
+            f"Phoenix:               {peer['spans']:,} spans end to end in "
+            f"{peer['end_to_end_s']:.1f} s = {peer['spans_per_s']:,.0f} spans/s "
+            f"(accepted in {peer['accept_s']:.1f} s){ratio}",
+            flush=True,
+        )
     print(f"load average after: {os.getloadavg()}")
     return 0
 

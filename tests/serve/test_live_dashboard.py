@@ -32,8 +32,8 @@ def test_a_new_finding_appears_without_a_reload(serve):
             page.wait_for_selector(
                 "text=1 new finding(s) since this page was opened", timeout=30_000
             )
-            page.wait_for_selector("text=NEW · duplicate_write · tool send_email", timeout=10_000)
-            page.wait_for_selector("text=Live: data last arrived", timeout=10_000)
+            page.wait_for_selector("text=NEW · duplicate_write · tool send_email", timeout=30_000)
+            page.wait_for_selector("text=Live: data last arrived", timeout=30_000)
             # The page itself ran again on the new data: the overview shows the calls.
             page.wait_for_selector('[data-testid="stMetric"]', timeout=30_000)
         finally:
