@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -113,8 +114,10 @@ def _live(args: argparse.Namespace) -> int:
 
         endpoint = f"http://127.0.0.1:{args.http_port}/v1/traces"
         print(f"   the agents run now, exporting to {endpoint}: watch the dashboard fill up\n")
-        with_scratch = args.live_dir / "agents"
-        regenerate(with_scratch, also_to=_Paced(OTLPSpanExporter(endpoint=endpoint), LIVE_PAUSE_S))
+        exporter = _Paced(OTLPSpanExporter(endpoint=endpoint), LIVE_PAUSE_S)
+        # The files written again on the way are not the point here: a scratch directory.
+        with tempfile.TemporaryDirectory(prefix="toolspan-demo-") as scratch:
+            regenerate(Path(scratch), also_to=exporter)
         print("   the agents are done; the dashboard keeps following (Ctrl-C to stop)")
         return server.wait()
     except KeyboardInterrupt:
