@@ -11,7 +11,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from tests.dashboard.test_browser import CHROMIUM_ARGS
 from tests.services import free_port
 
-from .conftest import http_url, send_writes
+from .conftest import findings, http_url, send_writes
 
 pytestmark = pytest.mark.slow
 
@@ -36,5 +36,16 @@ def test_a_new_finding_appears_without_a_reload(serve):
             page.wait_for_selector("text=Live: data last arrived", timeout=30_000)
             # The page itself ran again on the new data: the overview shows the calls.
             page.wait_for_selector('[data-testid="stMetric"]', timeout=30_000)
+            # An alert's link opens the finding's trace in the trace view (each of its two).
+            [finding] = findings(server)
+            assert len(finding["trace_ids"]) == 2
+            for trace_id in finding["trace_ids"]:
+                page.goto(f"{server.dashboard_url}/trace?trace={trace_id}")
+                page.wait_for_function(
+                    "id => [...document.querySelectorAll('input, [aria-selected], div')]"
+                    ".some(e => (e.value || e.textContent || '').startsWith(id + ' · conv-live'))",
+                    arg=trace_id,
+                    timeout=60_000,
+                )
         finally:
             browser.close()
