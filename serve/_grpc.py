@@ -99,7 +99,11 @@ def start_grpc(
     )
     add_TraceServiceServicer_to_server(_TraceService(spool, token), server)  # type: ignore[no-untyped-call]
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    if server.add_insecure_port(address) == 0:
-        raise ServeError(f"cannot listen for gRPC on {address}")
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as exc:  # grpcio raises where it once returned 0
+        raise ServeError(f"cannot listen for OTLP/gRPC on {address}") from exc
+    if bound == 0:
+        raise ServeError(f"cannot listen for OTLP/gRPC on {address}")
     server.start()
     return server

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import subprocess
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,6 @@ class Settings:
     # HTTP requests handled at once (uvicorn answers 503 past it).
     max_connections: int = 64
     retry_after_s: float = 1.0
-    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def db_path(self) -> Path:
@@ -164,7 +164,10 @@ class Server:
         )
         server = uvicorn.Server(config)
         self._uvicorn = server
-        self._http_thread = threading.Thread(target=server.run, name="toolspan-http", daemon=True)
+        listener = _listen(s.host, s.http_port)
+        self._http_thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [listener]}, name="toolspan-http", daemon=True
+        )
         self._http_thread.start()
         while not server.started:
             if not self._http_thread.is_alive():
@@ -176,7 +179,7 @@ class Server:
 
         port = self.settings.dashboard_port
         # The dashboard has no login of its own: it stays on loopback.
-        env = {**os.environ, LIVE_ENV: str(snapshots.resolve()), **self.settings.extra_env}
+        env = {**os.environ, LIVE_ENV: str(snapshots.resolve())}
         self._dashboard = subprocess.Popen(_launch.streamlit_command("127.0.0.1", port), env=env)
         if not _launch._wait_ready(self._dashboard, "127.0.0.1", port):
             raise ServeError(f"the dashboard did not start on 127.0.0.1:{port}")
@@ -222,3 +225,17 @@ class Server:
         if s.follow is not None:
             lines.append(f"following  {s.follow}")
         return "\n".join(lines)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The HTTP port, bound here: uvicorn would exit the process on a port in use."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise ServeError(f"cannot listen for OTLP/HTTP on {host}:{port} ({exc.strerror})") from exc
+    listener.listen(2048)
+    return listener

@@ -142,3 +142,21 @@ def test_the_token_guards_both_protocols_and_the_api(serve):
             stub.Export(to_protobuf(_spans()))
         assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED
         stub.Export(to_protobuf(_spans()), metadata=(("authorization", "Bearer s3cret"),))
+
+
+@pytest.mark.parametrize("protocol", ["HTTP", "gRPC"])
+def test_a_port_in_use_is_a_clear_error(tmp_path, protocol):
+    import socket
+
+    from tests.services import free_port
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"http_port": port, "grpc_port": free_port()}
+        if protocol == "gRPC":
+            ports = {"http_port": free_port(), "grpc_port": port}
+        server = Server(Settings(directory=tmp_path, dashboard_port=0, **ports))
+        with pytest.raises(ServeError, match=f"cannot listen for OTLP/{protocol}"):
+            server.start()
