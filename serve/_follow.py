@@ -15,6 +15,7 @@ span is counted once (the analyzer also keeps each span id once).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -86,8 +87,23 @@ class Follower:
             return 0
         files = [p for p in self._follow.rglob("*") if p.is_file() and is_trace_file(p)]
         files.sort(key=lambda p: (_mtime(p), p.name))
+        spans = 0
         with self._scanning:
-            return sum(self._read(path) for path in files if not self._stop.is_set())
+            for path in files:
+                if self._stop.is_set():
+                    break
+                try:
+                    spans += self._read(path)
+                except Overloaded:
+                    raise
+                except Exception as exc:
+                    # A damaged file (cut-off compression, unreadable) is reported
+                    # once, and read again when it changes; the other files go on.
+                    self._log(f"following {path}: {type(exc).__name__}: {exc}")
+                    with contextlib.suppress(OSError):
+                        stat = path.stat()
+                        self._finished[path] = (stat.st_size, stat.st_mtime_ns)
+        return spans
 
     def _read(self, path: Path) -> int:
         try:

@@ -133,7 +133,7 @@ class LiveAnalyser:
             stopping = self._stop.is_set()
             try:
                 worked = self.cycle()
-            except AnalyzerError as exc:
+            except (AnalyzerError, OSError) as exc:
                 # Reported, and tried again: a full disk may free up.
                 self._log(f"analysing the spool failed: {exc}")
                 self.error, worked = exc, False

@@ -68,3 +68,14 @@ def test_follow_resumes_after_a_restart(serve, tmp_path):
     wait_for(lambda: summary(again)["summary"]["spans"] == 2 * spans)
     again._follower.scan()
     assert _spooled(again) == spans  # only the new lines went to the spool
+
+
+def test_a_damaged_file_is_reported_and_the_others_are_read(serve, tmp_path):
+    follow = tmp_path / "collector"
+    follow.mkdir()
+    (follow / "broken.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
+    send_writes(FileSpanExporter(path=follow / "traces.jsonl"), "conv-damaged")
+    spans = (follow / "traces.jsonl").read_bytes().count(b"\n")
+    server = serve(follow=follow)
+    wait_for(lambda: summary(server)["summary"]["spans"] == spans)
+    assert server._follower._thread.is_alive()
