@@ -311,26 +311,16 @@ def check_line(raw: bytes) -> _Checked:
             return _Checked(None, [], unchecked=True)
         # orjson counts lines and columns inside the line; the character offset is what helps.
         return _Checked(None, [f"invalid JSON: {exc.msg} at character {exc.pos + 1}"])
-    usable, problems = check_request(request)
-    if not usable:
-        return _Checked(None, problems)
+    if not isinstance(request, dict):
+        kind = type(request).__name__
+        return _Checked(None, [f"expected a JSON object (ExportTraceServiceRequest), got {kind}"])
+    problem = _request_problem(request)
+    if problem:
+        return _Checked(None, [problem])
+    problems = _drop_bad_parts(request)
     if not problems:
         return _Checked(raw, [])
     return _Checked(_dumps(request), problems)
-
-
-def check_request(request: Any) -> tuple[bool, list[str]]:
-    """Check one parsed ExportTraceServiceRequest and remove its bad parts in
-    place: (whether anything of it is usable, one problem per part removed).
-    The rules of the typed read, for a line or for a request ``toolspan serve``
-    received."""
-    if not isinstance(request, dict):
-        kind = type(request).__name__
-        return False, [f"expected a JSON object (ExportTraceServiceRequest), got {kind}"]
-    problem = _request_problem(request)
-    if problem:
-        return False, [problem]
-    return True, _drop_bad_parts(request)
 
 
 def normalised(raw: bytes) -> bytes | None:
@@ -502,3 +492,16 @@ def _is_list(value: Any) -> bool:
 
 def _is_object(value: Any) -> bool:
     return value is None or isinstance(value, dict)
+
+
+def check_request(request: Any) -> tuple[bool, list[str]]:
+    """Check one parsed ExportTraceServiceRequest (``toolspan serve`` receives
+    them) and remove its bad parts in place, by the rules of :func:`check_line`:
+    (whether anything of it is usable, one problem per part removed)."""
+    if not isinstance(request, dict):
+        kind = type(request).__name__
+        return False, [f"expected a JSON object (ExportTraceServiceRequest), got {kind}"]
+    problem = _request_problem(request)
+    if problem:
+        return False, [problem]
+    return True, _drop_bad_parts(request)
