@@ -224,6 +224,7 @@ class Server:
             lines.append(f"dashboard  {self.dashboard_url}")
         if s.follow is not None:
             lines.append(f"following  {s.follow}")
+        lines.append(f"agents     OTEL_EXPORTER_OTLP_ENDPOINT=http://{shown}:{s.http_port}")
         return "\n".join(lines)
 
 
