@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test setup system-deps lint typecheck unit bench clean sample-traces
 
-demo: setup ## Set everything up, regenerate sample traces, print findings, start the dashboard
+demo: setup ## Set up, regenerate sample traces, print findings, then toolspan serve live: the agents export to it over OTLP and the dashboard fills up
 	$(BIN)/python -m sample_traces
 
 test: setup system-deps lint typecheck ## Set up and run the whole suite

@@ -257,6 +257,11 @@ class Analyzer:
         row = self._execute(_statement("session", "spilled_bytes")).fetchone()
         return int(row[0]) if row else 0
 
+    def checkpoint(self) -> None:
+        """Merge the write-ahead log into the database file: the file alone then
+        holds every committed row (and can be copied)."""
+        self._execute(_statement("session", "checkpoint"))
+
     # -- SQL -------------------------------------------------------------------
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> QueryResult:

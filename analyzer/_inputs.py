@@ -492,3 +492,16 @@ def _is_list(value: Any) -> bool:
 
 def _is_object(value: Any) -> bool:
     return value is None or isinstance(value, dict)
+
+
+def check_request(request: Any) -> tuple[bool, list[str]]:
+    """Check one parsed ExportTraceServiceRequest (``toolspan serve`` receives
+    them) and remove its bad parts in place, by the rules of :func:`check_line`:
+    (whether anything of it is usable, one problem per part removed)."""
+    if not isinstance(request, dict):
+        kind = type(request).__name__
+        return False, [f"expected a JSON object (ExportTraceServiceRequest), got {kind}"]
+    problem = _request_problem(request)
+    if problem:
+        return False, [problem]
+    return True, _drop_bad_parts(request)

@@ -15,12 +15,16 @@ these very classes::
     │   ├── CorruptInputError     corrupt lines found while ingesting with strict=True
     │   ├── QueryError            a SQL query failed
     │   └── DatabaseError         the DuckDB database could not be opened or written
-    └── DashboardError            dashboard: the base of its errors, shown to the user as is
-        ├── QueryRefused          the SQL console will not run this statement
-        ├── QueryTimeout          the query ran past the time limit
-        └── QueryFailed           DuckDB rejected the query
-            ├── QueryMemoryExceeded  the query used more memory than the console allows
-            └── ResultTooLarge    the result is more bytes than the console takes
+    ├── DashboardError            dashboard: the base of its errors, shown to the user as is
+    │   ├── QueryRefused          the SQL console will not run this statement
+    │   ├── QueryTimeout          the query ran past the time limit
+    │   └── QueryFailed           DuckDB rejected the query
+    │       ├── QueryMemoryExceeded  the query used more memory than the console allows
+    │       └── ResultTooLarge    the result is more bytes than the console takes
+    └── ServeError                serve: the receiver cannot start, store or take a request
+        ├── BadRequest            no ExportTraceServiceRequest (HTTP 400, gRPC INVALID_ARGUMENT)
+        ├── TooLarge              a body over the limit, compressed or not (HTTP 413)
+        └── Overloaded            the spool is full or the analyser lags: retry later
 
 ``ConfigurationError`` is also a ``ValueError``. A ``ToolError`` never escapes
 ``Executor.execute``: it becomes a structured ``ToolResult``. Any other
@@ -38,18 +42,22 @@ from __future__ import annotations
 
 __all__ = [
     "AnalyzerError",
+    "BadRequest",
     "ConfigurationError",
     "CorruptInputError",
     "DashboardError",
     "DatabaseError",
     "InputError",
+    "Overloaded",
     "QueryError",
     "QueryFailed",
     "QueryMemoryExceeded",
     "QueryRefused",
     "QueryTimeout",
     "ResultTooLarge",
+    "ServeError",
     "StoreError",
+    "TooLarge",
     "ToolError",
     "ToolspanError",
 ]
@@ -165,3 +173,29 @@ class QueryMemoryExceeded(QueryFailed):
 
 class ResultTooLarge(QueryFailed):
     """The query's result is more bytes than the console takes (whatever its rows)."""
+
+
+# -- serve ---------------------------------------------------------------------
+
+
+class ServeError(ToolspanError):
+    """Base of every error ``toolspan serve`` raises (bad settings, a spool it cannot write)."""
+
+
+class Overloaded(ServeError):
+    """The spool cannot take more now: answered as "retry later" (HTTP 429/503,
+    gRPC UNAVAILABLE), after ``retry_after_s`` seconds."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class BadRequest(ServeError):
+    """The body is no ExportTraceServiceRequest, or is not encoded as it says
+    (HTTP 400, gRPC INVALID_ARGUMENT)."""
+
+
+class TooLarge(ServeError):
+    """The body, compressed or decompressed, is over the size limit (HTTP 413,
+    gRPC RESOURCE_EXHAUSTED): a gzip bomb stops at the limit."""

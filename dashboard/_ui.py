@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from . import _live
 from ._env import DB_ENV, TIME_LIMIT_ENV
 from ._errors import DashboardError
 from ._queries import Filters, bucket_for, run_query
@@ -52,13 +53,14 @@ def limits() -> SandboxLimits:
 
 
 def _db_path() -> str:
-    path = os.environ.get(DB_ENV)
+    path = _live.snapshot_path() or os.environ.get(DB_ENV)
     if not path:
         stop_with(f"No database given: start the app with `toolspan dashboard` (or set {DB_ENV}).")
     return path
 
 
-@st.cache_resource(show_spinner=False)
+# Live mode opens each newer copy of the database: keep only the last few.
+@st.cache_resource(show_spinner=False, max_entries=4)
 def _open(path: str) -> duckdb.DuckDBPyConnection:
     return open_database(Path(path), limits())
 

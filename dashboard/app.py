@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from toolspan.dashboard import _ui
+from toolspan.dashboard import _live, _ui
 
 _PAGES = Path(__file__).with_name("_pages")
 
@@ -17,6 +17,7 @@ _PAGES = Path(__file__).with_name("_pages")
 def main() -> None:
     st.set_page_config(page_title="toolspan", layout="wide")
     _ui.connection()
+    _live.follow(_ui.TRACE_KEY)
     _ui.render_sidebar()
     navigation = st.navigation(
         [

@@ -16,7 +16,7 @@ from pathlib import Path
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
@@ -42,11 +42,20 @@ class SeededIdGenerator(IdGenerator):
 class DeterministicTelemetry:
     """A tracer provider whose spans are kept in memory, then written as OTLP/JSON."""
 
-    def __init__(self, *, service_name: str = "bicycle-agent", seed: int = 2026) -> None:
+    def __init__(
+        self,
+        *,
+        service_name: str = "bicycle-agent",
+        seed: int = 2026,
+        also_to: SpanExporter | None = None,
+    ) -> None:
         resource = Resource({"service.name": service_name, "service.version": "0.1.0"})
         self.exporter = InMemorySpanExporter()
         self.provider = TracerProvider(resource=resource, id_generator=SeededIdGenerator(seed))
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        if also_to is not None:
+            # The live demo: each span is also exported (over OTLP) as it ends.
+            self.provider.add_span_processor(SimpleSpanProcessor(also_to))
 
     @staticmethod
     def epoch_for(label: str, spacing_s: float = 3600.0) -> float:

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opentelemetry.sdk.trace.export import SpanExporter
+
 from examples.agent import Planned, Request, run_conversation
 from examples.support_desk import Fault, SupportDesk, support_tools
 from toolspan.tracer import Executor, Safeguards, Tool
@@ -213,9 +215,15 @@ def _tools(desk: SupportDesk) -> list[Tool]:
     return [*support_tools(desk), mis_declared_sms]
 
 
-def generate(out: Path, conversations: Sequence[Conversation] = CONVERSATIONS) -> int:
-    """Run every conversation and write ``traces.jsonl``; returns the span count."""
-    telemetry = DeterministicTelemetry(service_name="support-desk-agent", seed=7)
+def generate(
+    out: Path,
+    conversations: Sequence[Conversation] = CONVERSATIONS,
+    *,
+    also_to: SpanExporter | None = None,
+) -> int:
+    """Run every conversation and write ``traces.jsonl``; returns the span count.
+    ``also_to`` also gets every span as it ends (the live demo's OTLP exporter)."""
+    telemetry = DeterministicTelemetry(service_name="support-desk-agent", seed=7, also_to=also_to)
     store_clock = FakeClock(start=DeterministicTelemetry.epoch_for("store"))
     store = MemoryStore(clock=store_clock)
     tracer = telemetry.provider.get_tracer("toolspan.examples")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from opentelemetry.sdk.trace.export import SpanExporter
+
 from toolspan.tracer import CircuitBreaker, Executor, RetryBudget, Tool, ToolCall, ToolError
 from toolspan.tracer.testing import FakeClock
 
@@ -30,9 +32,10 @@ _LATENCY_S = 0.08
 _CONVERSATIONS = 6
 
 
-def generate(out: Path) -> int:
-    """Run the three minutes and write ``traces.jsonl``; returns the span count."""
-    telemetry = DeterministicTelemetry(service_name="tracking-agent", seed=29)
+def generate(out: Path, *, also_to: SpanExporter | None = None) -> int:
+    """Run the three minutes and write ``traces.jsonl``; returns the span count.
+    ``also_to`` also gets every span as it ends (the live demo's OTLP exporter)."""
+    telemetry = DeterministicTelemetry(service_name="tracking-agent", seed=29, also_to=also_to)
     clock = FakeClock(epoch_s=telemetry.epoch_for("outage"))
 
     def track_shipment(order_id: str) -> dict[str, str]:

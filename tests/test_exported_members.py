@@ -15,6 +15,7 @@ PUBLIC_MODULES = [
     "toolspan.tracer.store",
     "toolspan.analyzer",
     "toolspan.dashboard",
+    "toolspan.serve",
 ]
 
 

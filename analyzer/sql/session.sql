@@ -18,3 +18,8 @@ ROLLBACK;
 -- What DuckDB holds in its temp directory now: for an in-memory database, its
 -- own blocks once it outgrew the memory limit.
 SELECT coalesce(sum(temporary_storage_bytes), 0) FROM duckdb_memory();
+
+-- name: checkpoint
+-- Merges the write-ahead log into the database file, so that the file alone
+-- holds everything (toolspan serve copies it for the dashboard).
+CHECKPOINT;

@@ -27,7 +27,7 @@ def _every_module() -> list[str]:
         if not info.name.startswith(SCRIPTS)
     ]
     # walk_packages only finds what is under common/ (the root): the parts are mapped folders.
-    for part in ("tracer", "analyzer", "dashboard"):
+    for part in ("tracer", "analyzer", "dashboard", "serve"):
         package = importlib.import_module(f"toolspan.{part}")
         names.append(package.__name__)
         names += [

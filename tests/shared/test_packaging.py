@@ -76,6 +76,7 @@ def test_the_three_parts_are_mapped_folders_not_links() -> None:
         "toolspan.tracer": "tracer",
         "toolspan.analyzer": "analyzer",
         "toolspan.dashboard": "dashboard",
+        "toolspan.serve": "serve",
     }
     assert not (REPO / "toolspan").exists()
     if not (REPO / ".git").exists():

@@ -1,0 +1,226 @@
+"""OTLP export requests, from the wire to one OTLP/JSON line for the spool.
+
+Protobuf bodies are decoded with the official ``opentelemetry-proto``
+messages and mapped with protobuf's own JSON mapping (``json_format``), then
+given what OTLP/JSON differs in: trace and span ids as hex, not base64, and
+enums as integers. JSON bodies are parsed as they are. Either way the request
+then passes the analyzer's own checks (``check_request``): a span the analyzer
+would skip is rejected here, reported back as partial success, and the rest
+is kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from typing import Any, NamedTuple
+
+import orjson
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from .._errors import BadRequest, TooLarge
+from ..analyzer._inputs import check_request
+
+__all__ = ["Converted", "decompress", "from_json", "from_message", "from_protobuf"]
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+_INT64_MAX = 2**63 - 1
+
+
+class Converted(NamedTuple):
+    """One request as the spool keeps it: its line (None when no span is left),
+    the spans kept, the spans rejected and why."""
+
+    line: bytes | None
+    spans: int
+    rejected: int
+    error: str
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """``body`` decoded from ``Content-Encoding`` (identity or gzip), never more
+    than ``limit`` bytes: a gzip bomb stops at the limit, not at the end."""
+    if encoding in ("", "identity"):
+        return body
+    if encoding != "gzip":
+        raise BadRequest(f"unsupported Content-Encoding {encoding!r} (identity or gzip)")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise BadRequest(f"invalid gzip body: {exc}") from exc
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise TooLarge(f"the body inflates to more than {limit:,} bytes")
+    if not inflater.eof:
+        raise BadRequest("invalid gzip body: it is cut off")
+    return out
+
+
+def from_protobuf(body: bytes) -> Converted:
+    """An ExportTraceServiceRequest in protobuf, as one OTLP/JSON line."""
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except DecodeError as exc:
+        raise BadRequest(f"not an ExportTraceServiceRequest in protobuf: {exc}") from exc
+    return from_message(request)
+
+
+def from_message(request: ExportTraceServiceRequest) -> Converted:
+    """A decoded ExportTraceServiceRequest (from HTTP or gRPC) as one OTLP/JSON line."""
+    resources, problems, kept, rejected = [], [], 0, 0
+    for i, resource_spans in enumerate(request.resource_spans):
+        if _repeated_key(resource_spans.resource.attributes):
+            rejected += sum(len(scope.spans) for scope in resource_spans.scope_spans)
+            problems.append(f"resourceSpans[{i}].resource.attributes has a key twice")
+            continue
+        scopes = []
+        for j, scope_spans in enumerate(resource_spans.scope_spans):
+            scope = _message(scope_spans)
+            spans = []
+            for k, span in enumerate(scope_spans.spans):
+                problem = _span_problem(span)
+                if problem:
+                    problems.append(f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}].{problem}")
+                    rejected += 1
+                else:
+                    spans.append(_span(span))
+            scope["spans"] = spans
+            kept += len(spans)
+            scopes.append(scope)
+        resource = _message(resource_spans)
+        resource["scopeSpans"] = scopes
+        resources.append(resource)
+    line = orjson.dumps({"resourceSpans": resources}) if kept else None
+    return Converted(line, kept, rejected, _summary(problems))
+
+
+def _span_problem(span: Any) -> str | None:
+    """Why the analyzer would skip this span (its rules, on the protobuf form)."""
+    if len(span.trace_id) != 16:
+        return f"traceId is not 16 bytes: {len(span.trace_id)}"
+    if len(span.span_id) != 8:
+        return f"spanId is not 8 bytes: {len(span.span_id)}"
+    if max(span.start_time_unix_nano, span.end_time_unix_nano) > _INT64_MAX:
+        return "a time is past 2^63-1 nanoseconds"
+    if _repeated_key(span.attributes):
+        return "attributes has a key twice"
+    return None
+
+
+def _repeated_key(attributes: Any) -> bool:
+    return len({kv.key for kv in attributes}) != len(attributes)
+
+
+def _message(message: Any) -> dict[str, Any]:
+    """The official mapping of ``message`` without its repeated children
+    (mapped apart): clear them on a copy, then map."""
+    rest = type(message)()
+    rest.CopyFrom(message)
+    for name in ("spans", "scope_spans"):
+        if name in type(message).DESCRIPTOR.fields_by_name:
+            rest.ClearField(name)
+    mapped: dict[str, Any] = json_format.MessageToDict(rest, use_integers_for_enums=True)
+    return mapped
+
+
+def _span(span: Any) -> dict[str, Any]:
+    """One span in OTLP/JSON. The fields every span has are read directly
+    (json_format walks descriptors per field: 7x slower for a whole request);
+    the rarer parts (events, links, array and map values) go through the
+    official mapping, with the ids OTLP/JSON wants in hex."""
+    out: dict[str, Any] = {
+        "traceId": span.trace_id.hex(),
+        "spanId": span.span_id.hex(),
+        "name": span.name,
+        "kind": span.kind,
+        "startTimeUnixNano": str(span.start_time_unix_nano),
+        "endTimeUnixNano": str(span.end_time_unix_nano),
+        "attributes": [_key_value(kv) for kv in span.attributes],
+        "status": {"code": span.status.code, "message": span.status.message}
+        if span.HasField("status")
+        else {},
+    }
+    if span.parent_span_id:
+        out["parentSpanId"] = span.parent_span_id.hex()
+    if span.trace_state:
+        out["traceState"] = span.trace_state
+    if span.flags:
+        out["flags"] = span.flags
+    for field, value in (
+        ("droppedAttributesCount", span.dropped_attributes_count),
+        ("droppedEventsCount", span.dropped_events_count),
+        ("droppedLinksCount", span.dropped_links_count),
+    ):
+        if value:
+            out[field] = value
+    if span.events:
+        out["events"] = [
+            json_format.MessageToDict(event, use_integers_for_enums=True) for event in span.events
+        ]
+    if span.links:
+        links = [
+            json_format.MessageToDict(link, use_integers_for_enums=True) for link in span.links
+        ]
+        for link in links:
+            _hex_ids(link)
+        out["links"] = links
+    return out
+
+
+def _key_value(kv: Any) -> dict[str, Any]:
+    value = kv.value
+    which = value.WhichOneof("value")
+    if which == "string_value":
+        return {"key": kv.key, "value": {"stringValue": value.string_value}}
+    if which == "int_value":
+        return {"key": kv.key, "value": {"intValue": str(value.int_value)}}
+    if which == "bool_value":
+        return {"key": kv.key, "value": {"boolValue": value.bool_value}}
+    mapped: dict[str, Any] = json_format.MessageToDict(kv, use_integers_for_enums=True)
+    mapped.setdefault("value", {})
+    return mapped
+
+
+def from_json(body: bytes) -> Converted:
+    """An ExportTraceServiceRequest in OTLP/JSON, as one line."""
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"invalid JSON: {exc.msg} at character {exc.pos + 1}") from exc
+    return _checked(request)
+
+
+def _hex_ids(item: dict[str, Any]) -> None:
+    for field in _ID_FIELDS:
+        value = item.get(field)
+        if value:
+            item[field] = base64.b64decode(value).hex()
+
+
+def _checked(request: Any) -> Converted:
+    before = _count_spans(request)
+    usable, problems = check_request(request)
+    if not usable:
+        raise BadRequest(problems[0])
+    kept = _count_spans(request)
+    line = orjson.dumps(request) if kept else None
+    return Converted(line, kept, before - kept, _summary(problems))
+
+
+def _summary(problems: list[str]) -> str:
+    more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+    return "; ".join(problems[:5]) + more
+
+
+def _count_spans(request: Any) -> int:
+    """Spans in a parsed request, whatever its shape (a bad part counts none)."""
+    resources = request.get("resourceSpans") if isinstance(request, dict) else None
+    total = 0
+    for resource in resources if isinstance(resources, list) else ():
+        scopes = resource.get("scopeSpans") if isinstance(resource, dict) else None
+        for scope in scopes if isinstance(scopes, list) else ():
+            if isinstance(scope, dict) and isinstance(scope.get("spans"), list):
+                total += len(scope["spans"])
+    return total
