@@ -16,6 +16,7 @@ from collections.abc import Sequence
 _PARTS: dict[str, tuple[str, ...]] = {
     "toolspan.analyzer.cli": ("analyze", "sql", "clickhouse"),
     "toolspan.dashboard.cli": ("dashboard",),
+    "toolspan.tracer.integrations.mcp_proxy._cli": ("mcp",),
 }
 
 
