@@ -15,12 +15,13 @@ In Python, :class:`McpProxy` over a :data:`Connect` (:func:`stdio_upstream`,
 from __future__ import annotations
 
 from ._config import ProxyConfig, ToolConfig, load_config, parse_config
-from ._proxy import CONVERSATION_META_KEY, REQUEST_META_KEY, McpProxy, Reply
+from ._proxy import CONVERSATION_META_KEY, REQUEST_META_KEY, RESULT_META_KEY, McpProxy, Reply
 from ._upstream import Connect, http_upstream, stdio_upstream
 
 __all__ = [
     "CONVERSATION_META_KEY",
     "REQUEST_META_KEY",
+    "RESULT_META_KEY",
     "Connect",
     "McpProxy",
     "ProxyConfig",

@@ -67,10 +67,11 @@ from ..mcp import _text as result_text
 from ._config import ProxyConfig
 from ._upstream import CLOSED, Connect, Upstream
 
-__all__ = ["CONVERSATION_META_KEY", "REQUEST_META_KEY", "McpProxy", "Reply"]
+__all__ = ["CONVERSATION_META_KEY", "REQUEST_META_KEY", "RESULT_META_KEY", "McpProxy", "Reply"]
 
 CONVERSATION_META_KEY = "toolspan/conversation-id"
 REQUEST_META_KEY = "toolspan/request-id"
+RESULT_META_KEY = "toolspan/result"
 # What the proxy reads off a call's ``_meta`` and does not forward as it is.
 _TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})
 _OWN_KEYS = frozenset({CONVERSATION_META_KEY, REQUEST_META_KEY, IDEMPOTENCY_META_KEY})
@@ -137,6 +138,7 @@ class McpProxy:
         )
         self._executor_options = executor_options
         self._executor: AsyncExecutor | None = None
+        self._output_schemas: dict[str, Any] = {}
         self._listing = anyio.Lock()
         self._client: Reply | None = None  # where unasked upstream messages go (stdio)
         self._calls: dict[RequestId, anyio.CancelScope] = {}
@@ -256,12 +258,25 @@ class McpProxy:
                 self._calls.pop(request.id, None)
         if scope.cancelled_caught:
             return None  # the client cancelled: it expects no answer
-        answer = to_call_tool_result(result)
+        answer = self._answer(name, result)
         if answer.is_error:
             span.set_attribute("error.type", "tool_error")
         span.set_attribute("toolspan.status", result.status)
         body = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
         return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=body)
+
+    def _answer(self, name: str, result: ToolResult) -> mcp_types.CallToolResult:
+        """MCP's result: toolspan's structured result, except where the tool's
+        ``outputSchema`` binds the structured content of a success (a client
+        checks it): there the upstream's data stays, toolspan's result goes to
+        the text and to ``_meta`` under :data:`RESULT_META_KEY`."""
+        answer = to_call_tool_result(result)
+        if answer.is_error or name not in self._output_schemas:
+            return answer
+        summary = {k: v for k, v in (answer.structured_content or {}).items() if k != "data"}
+        return answer.model_copy(
+            update={"structured_content": result.data, "meta": {RESULT_META_KEY: summary}}
+        )
 
     async def _execute(
         self, request: JSONRPCRequest, name: str, arguments: Any, meta: dict[str, Any]
@@ -308,6 +323,9 @@ class McpProxy:
         async with self._listing:
             if self._executor is None:
                 listed = await self._list_tools(meta)
+                self._output_schemas = {
+                    t.name: t.output_schema for t in listed if t.output_schema is not None
+                }
                 self._executor = AsyncExecutor(
                     [self._tool(t) for t in listed],
                     tracer_provider=self._tracer_provider,

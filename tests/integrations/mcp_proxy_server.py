@@ -1,0 +1,101 @@
+"""The upstream MCP server of the proxy's tests (``mcp`` SDK), in process or on stdio.
+
+A shop whose tools misbehave on plan: ``get_order`` fails once with a 503
+and a ``Retry-After``, ``refund_order`` answers its first call late (after
+the refund happened), ``crash`` ends the server process, ``hang`` never
+answers. ``python -m tests.integrations.mcp_proxy_server`` serves it on stdio.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp.server.mcpserver import Context, MCPServer
+
+LATE_S = 5.0  # far beyond the proxy's timeout in the tests
+
+
+class Shop:
+    """The server's side: what each tool saw, and the effects that happened."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.metas: list[dict[str, Any]] = []
+        self.refunds: list[str] = []
+        self.flaky_reads = 1  # get_order fails this many times first
+        self.late_writes = 1  # refund_order answers this many times late
+
+    def saw(self, name: str, ctx: Context) -> int:
+        self.calls[name] = self.calls.get(name, 0) + 1
+        self.metas.append(dict(ctx.request_context.meta or {}))
+        return self.calls[name]
+
+
+def shop_server(shop: Shop) -> MCPServer:
+    server = MCPServer("shop")
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
+    async def get_order(order_id: str, ctx: Context) -> mcp_types.CallToolResult:
+        """Look up an order."""
+        if shop.saw("get_order", ctx) <= shop.flaky_reads:
+            return mcp_types.CallToolResult(
+                content=[mcp_types.TextContent(type="text", text="orders API answered 503")],
+                structured_content={"error_code": "http_503", "retry_after": "2"},
+                is_error=True,
+            )
+        order = {"order_id": order_id, "status": "shipped"}
+        return mcp_types.CallToolResult(
+            content=[mcp_types.TextContent(type="text", text=order["status"])],
+            structured_content=order,
+        )
+
+    @server.tool()
+    async def refund_order(order_id: str, ctx: Context) -> str:
+        """Refund an order."""
+        shop.refunds.append(order_id)  # the effect happens before a late answer
+        if shop.saw("refund_order", ctx) <= shop.late_writes:
+            await anyio.sleep(LATE_S)
+        return f"refunded {order_id}"
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
+    async def get_refund_status(order_id: str, ctx: Context) -> str:
+        """Was the order refunded?"""
+        shop.saw("get_refund_status", ctx)
+        return "refunded" if order_id in shop.refunds else "not refunded"
+
+    @server.tool()
+    async def count_down(steps: int, ctx: Context) -> str:
+        """Report progress on every step."""
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step}")
+        return "done"
+
+    @server.tool()
+    async def crash(ctx: Context) -> str:
+        """End the server process mid-call."""
+        os._exit(3)
+
+    @server.tool()
+    async def hang(ctx: Context) -> str:
+        """Never answer."""
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    @server.prompt()
+    def greeting(name: str) -> str:
+        """A prompt, relayed as it is."""
+        return f"Hello {name}, how can I help?"
+
+    @server.resource("shop://policy")
+    def policy() -> str:
+        """A resource, relayed as it is."""
+        return "Refunds within 30 days."
+
+    return server
+
+
+if __name__ == "__main__":
+    shop_server(Shop()).run("stdio")

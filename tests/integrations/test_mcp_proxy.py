@@ -1,0 +1,255 @@
+"""`toolspan mcp proxy` with the real `mcp` SDK on both sides (in memory, JSON-RPC framing)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.shared.memory import create_client_server_memory_streams
+from opentelemetry.trace import SpanKind
+
+from toolspan.tracer.integrations.mcp import IDEMPOTENCY_META_KEY
+from toolspan.tracer.integrations.mcp_proxy import CONVERSATION_META_KEY, McpProxy, parse_config
+from toolspan.tracer.store import derive_key
+
+from .mcp_proxy_server import Shop, shop_server
+
+TIMEOUT_S = 0.2  # the proxy's per-call timeout: a late answer is really late
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+TRACEPARENT = f"00-{TRACE_ID}-b7ad6b7169203331-01"
+MODES = ["legacy", "2026-07-28"]  # the handshake era and the stateless protocol
+
+DECLARED = {
+    "timeout_s": TIMEOUT_S,
+    "error_code_field": "error_code",
+    "retry_after_field": "retry_after",
+    "tools": {
+        "get_order": {"side_effect": "read"},
+        "get_refund_status": {"side_effect": "read"},
+        "refund_order": {"side_effect": "write", "check_with": "get_refund_status"},
+    },
+}
+
+
+class ThroughProxy:
+    """A transport for ``mcp.Client``: the proxy in this process, in front of ``upstream``."""
+
+    def __init__(self, proxy: McpProxy) -> None:
+        self.proxy = proxy
+        self._cm: Any = None
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Any]:
+        async with create_client_server_memory_streams() as (client, server):
+            async with anyio.create_task_group() as group:
+                group.start_soon(self.proxy.serve, *server)
+                yield client
+                group.cancel_scope.cancel()
+
+    async def __aenter__(self) -> Any:
+        self._cm = self._connect()
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._cm.__aexit__(*exc)
+
+
+def make_proxy(
+    shop: Shop, spans, clock, config: dict[str, Any] | None = None, **options
+) -> McpProxy:
+    server = shop_server(shop)
+    return McpProxy(
+        lambda: InMemoryTransport(server),
+        parse_config(DECLARED if config is None else config),
+        tracer_provider=spans.provider,
+        sleep=clock.async_sleep,
+        clock=clock,
+        rng=random.Random(0),
+        conversation_id="run-1",
+        **options,
+    )
+
+
+def payload(result: mcp_types.CallToolResult) -> dict[str, Any]:
+    """toolspan's structured result (in ``_meta`` where the tool's outputSchema binds the data)."""
+    summary = (result.meta or {}).get("toolspan/result")
+    if summary is not None:
+        return dict(summary)
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def server_spans(spans, method: str) -> list[Any]:
+    return [
+        s
+        for s in spans.all()
+        if s.kind == SpanKind.SERVER and spans.attrs(s).get("mcp.method.name") == method
+    ]
+
+
+@pytest.fixture
+def shop() -> Shop:
+    return Shop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_flaky_read_is_retried_after_the_servers_retry_after(shop, spans, clock, mode):
+    async def test():
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock)), mode=mode) as client:
+            return await client.call_tool(
+                "get_order", {"order_id": "A-1"}, meta={"traceparent": TRACEPARENT}
+            )
+
+    result = anyio.run(test)
+    assert not result.is_error
+    body = payload(result)
+    assert (body["status"], body["attempts"]) == ("succeeded", 2)
+    assert body["data"] == {"order_id": "A-1", "status": "shipped"}
+    assert clock.slept == [2.0]  # the server's Retry-After, not the backoff
+    assert shop.calls["get_order"] == 2
+    # One SERVER span per the MCP conventions, continuing the client's trace ...
+    (server,) = server_spans(spans, "tools/call")
+    attrs = spans.attrs(server)
+    assert server.name == "tools/call get_order"
+    assert format(server.context.trace_id, "032x") == TRACE_ID
+    assert attrs["gen_ai.tool.name"] == "get_order" and "error.type" not in attrs
+    assert attrs["jsonrpc.request.id"]
+    if mode != "legacy":
+        assert attrs["mcp.protocol.version"] == mode
+    else:
+        assert attrs["mcp.protocol.version"]  # the version the handshake settled on
+    # ... toolspan's call span under it, and the trace context sent upstream per attempt.
+    call = spans.call()
+    assert call.parent.span_id == server.context.span_id
+    attempts = spans.attempts()
+    assert [spans.attrs(a)["toolspan.attempt.outcome"] for a in attempts] == ["http_503", "ok"]
+    sent = [m["traceparent"] for m in shop.metas]
+    assert [t.split("-")[1] for t in sent] == [TRACE_ID, TRACE_ID]
+    assert [t.split("-")[2] for t in sent] == [format(a.context.span_id, "016x") for a in attempts]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_timed_out_write_is_not_repeated_and_its_repeat_waits_for_the_check(
+    shop, spans, clock, mode
+):
+    args = {"order_id": "A-2"}
+
+    async def test():
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock)), mode=mode) as client:
+            lost = await client.call_tool("refund_order", args)
+            repeated = await client.call_tool("refund_order", args)  # the client retries itself
+            checked = await client.call_tool("get_refund_status", args)
+            after_check = await client.call_tool("refund_order", args)
+            return lost, repeated, checked, after_check
+
+    lost, repeated, checked, after_check = anyio.run(test)
+    assert lost.is_error and payload(lost)["status"] == "unsafe_retry"
+    assert payload(lost)["error_code"] == "unknown_outcome" and payload(lost)["attempts"] == 1
+    assert payload(lost)["next"]["tools"] == ["get_refund_status"]
+    assert repeated.is_error and payload(repeated)["status"] == "read_back_required"
+    assert "get_refund_status" in repeated.content[0].text  # the text says it too
+    assert checked.structured_content == {"result": "refunded"}  # its outputSchema holds
+    assert checked.meta["toolspan/result"]["status"] == "succeeded"
+    # The check answered: running the write again is the client's informed choice.
+    assert not after_check.is_error
+    assert shop.refunds == ["A-2", "A-2"]
+    errors = [spans.attrs(s).get("error.type") for s in server_spans(spans, "tools/call")]
+    assert errors == ["tool_error", "tool_error", None, None]
+
+
+def test_an_undeclared_tool_is_a_write_and_annotations_count_only_when_trusted(shop, spans, clock):
+    shop.flaky_reads = 1
+
+    async def call(config):
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock, config))) as client:
+            return await client.call_tool("get_order", {"order_id": "A-3"})
+
+    untrusted = anyio.run(call, {"timeout_s": TIMEOUT_S, "error_code_field": "error_code"})
+    shop.calls.clear()
+    trusted = anyio.run(
+        call,
+        {"timeout_s": TIMEOUT_S, "error_code_field": "error_code", "trust_annotations": True},
+    )
+    # Undeclared: a write, so a 503 is not retried (the server's readOnlyHint is a hint).
+    assert untrusted.is_error and payload(untrusted)["attempts"] == 1
+    assert not trusted.is_error and payload(trusted)["attempts"] == 2
+
+
+def test_an_idempotent_write_gets_a_key_from_its_arguments_and_the_conversation(shop, spans, clock):
+    config = {
+        "timeout_s": TIMEOUT_S,
+        "tools": {
+            "refund_order": {
+                "side_effect": "write",
+                "idempotent": True,
+                "key_arguments": ["order_id"],
+                "resource_key": "order_id",
+            }
+        },
+    }
+    meta = {CONVERSATION_META_KEY: "conv-9"}
+
+    async def test():
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock, config))) as client:
+            return await client.call_tool("refund_order", {"order_id": "A-4"}, meta=meta)
+
+    result = anyio.run(test)
+    # The lost answer is retried under the same key, which the server can deduplicate.
+    assert (payload(result)["status"], payload(result)["attempts"]) == ("succeeded", 2)
+    key = derive_key("conv-9", 'refund_order:{"order_id":"A-4"}')
+    assert [m[IDEMPOTENCY_META_KEY] for m in shop.metas] == [key, key]
+    assert spans.attrs(spans.call())["gen_ai.conversation.id"] == "conv-9"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_everything_but_tools_call_passes_through_unchanged(shop, spans, clock, mode):
+    async def session(client: Client) -> dict[str, Any]:
+        progress: list[tuple[float, str | None]] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progress.append((done, message))
+
+        await client.call_tool("count_down", {"steps": 3}, progress_callback=on_progress)
+        dump = {
+            "tools": await client.list_tools(),
+            "prompts": await client.list_prompts(),
+            "prompt": await client.get_prompt("greeting", {"name": "Ada"}),
+            "resources": await client.list_resources(),
+            "resource": await client.read_resource("shop://policy"),
+        }
+        seen = {k: v.model_dump(mode="json", by_alias=True) for k, v in dump.items()}
+        seen["progress"] = progress
+        return seen
+
+    async def test():
+        async with Client(shop_server(shop), mode=mode) as client:
+            direct = await session(client)
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock)), mode=mode) as client:
+            proxied = await session(client)
+        return direct, proxied
+
+    direct, proxied = anyio.run(test)
+    assert proxied == direct
+    assert direct["progress"] == [(1, "step 1"), (2, "step 2"), (3, "step 3")]
+    methods = {spans.attrs(s)["mcp.method.name"] for s in spans.all() if s.kind == SpanKind.SERVER}
+    assert {"tools/list", "prompts/get", "resources/read"} <= methods
+
+
+def test_a_hanging_upstream_gets_a_clear_error_and_the_proxy_keeps_serving(shop, spans, clock):
+    async def test():
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock))) as client:
+            hung = await client.call_tool("hang", {})
+            order = await client.call_tool("get_order", {"order_id": "A-5"})
+            return hung, order
+
+    hung, order = anyio.run(test)
+    assert hung.is_error and payload(hung)["status"] == "unsafe_retry"
+    assert "did not answer within 0.2s" in payload(hung)["message"]
+    assert not order.is_error
