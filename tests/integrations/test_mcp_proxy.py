@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,11 +17,19 @@ from mcp.shared.memory import create_client_server_memory_streams
 from opentelemetry.trace import SpanKind
 
 from toolspan.tracer.integrations.mcp import IDEMPOTENCY_META_KEY
-from toolspan.tracer.integrations.mcp_proxy import CONVERSATION_META_KEY, McpProxy, parse_config
+from toolspan.tracer.integrations.mcp_proxy import (
+    CONVERSATION_META_KEY,
+    McpProxy,
+    http_upstream,
+    parse_config,
+)
+from toolspan.tracer.integrations.mcp_proxy._http import http_app
 from toolspan.tracer.store import derive_key
 
+from ..services import free_port
 from .mcp_proxy_server import Shop, shop_server
 
+REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 0.2  # the proxy's per-call timeout: a late answer is really late
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 TRACEPARENT = f"00-{TRACE_ID}-b7ad6b7169203331-01"
@@ -253,3 +262,121 @@ def test_a_hanging_upstream_gets_a_clear_error_and_the_proxy_keeps_serving(shop,
     assert hung.is_error and payload(hung)["status"] == "unsafe_retry"
     assert "did not answer within 0.2s" in payload(hung)["message"]
     assert not order.is_error
+
+
+# -- streamable HTTP on both sides ------------------------------------------------------
+
+
+@asynccontextmanager
+async def uvicorn_serving(app: Any) -> AsyncIterator[str]:
+    """``app`` on a free local port in this event loop; yields its MCP URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        while not server.started:
+            await anyio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}/mcp"
+        server.should_exit = True
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_over_streamable_http_on_both_sides(shop, spans, clock, mode):
+    upstream_app = shop_server(shop).streamable_http_app(json_response=True)
+
+    async def test():
+        async with uvicorn_serving(upstream_app) as upstream_url:
+            proxy = McpProxy(
+                http_upstream(upstream_url),
+                parse_config(DECLARED),
+                http_upstream=True,
+                tracer_provider=spans.provider,
+                sleep=clock.async_sleep,
+                clock=clock,
+                rng=random.Random(0),
+            )
+            async with uvicorn_serving(http_app(proxy)) as proxy_url:
+                async with Client(proxy_url, mode=mode) as client:
+                    listed = await client.list_tools()
+                    order = await client.call_tool("get_order", {"order_id": "A-6"})
+                    lost = await client.call_tool("refund_order", {"order_id": "A-6"})
+                    repeated = await client.call_tool("refund_order", {"order_id": "A-6"})
+        return listed, order, lost, repeated
+
+    listed, order, lost, repeated = anyio.run(test)
+    assert "refund_order" in {t.name for t in listed.tools}
+    assert payload(order)["attempts"] == 2 and clock.slept == [2.0]
+    assert payload(lost)["status"] == "unsafe_retry"
+    assert payload(repeated)["status"] == "read_back_required"
+    assert shop.refunds == ["A-6"]
+
+
+# -- the command line, with the upstream as a process ---------------------------------------
+
+
+def test_a_bad_config_is_one_clear_line_and_exit_2(tmp_path, capsys):
+    from toolspan.cli import main
+
+    path = tmp_path / "proxy.toml"
+    path.write_text('[tools.refund_order]\nside_effect = "write"\ncheck_with = "nope"\n')
+    assert main(["mcp", "proxy", "--config", str(path), "--", "python", "-m", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert err.endswith(
+        "tools.refund_order.check_with: 'nope' must be declared as a read "
+        '([tools.nope] side_effect = "read")'
+    )
+    path.write_text("timeout_s = -1\n")
+    assert main(["mcp", "proxy", "--config", str(path), "--", "python"]) == 2
+    assert "timeout_s must be a positive number" in capsys.readouterr().err
+    assert main(["mcp", "proxy"]) == 2
+    assert "--upstream URL" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_over_stdio_the_upstream_crashing_or_hanging_gets_a_clear_error(tmp_path):
+    import sys
+
+    from mcp import StdioServerParameters
+
+    config = tmp_path / "proxy.toml"
+    config.write_text('timeout_s = 1.5\n[tools.get_refund_status]\nside_effect = "read"\n')
+    traces = tmp_path / "proxy.jsonl"
+    proxy = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "toolspan.cli",
+            "mcp",
+            "proxy",
+            "--config",
+            str(config),
+            "--trace-file",
+            str(traces),
+            "--",
+            sys.executable,
+            "-m",
+            "tests.integrations.mcp_proxy_server",
+        ],
+        cwd=str(REPO),
+    )
+
+    async def test():
+        async with Client(proxy, mode="legacy") as client:
+            crashed = await client.call_tool("crash", {})
+            hung = await client.call_tool("hang", {})
+            after = await client.call_tool("get_refund_status", {"order_id": "A-7"})
+            prompt = await client.get_prompt("greeting", {"name": "Ada"})
+        return crashed, hung, after, prompt
+
+    crashed, hung, after, prompt = anyio.run(test)
+    assert crashed.is_error and payload(crashed)["error_code"] == "unknown_outcome"
+    assert "closed the connection" in payload(crashed)["message"]
+    assert hung.is_error and "did not answer within 1.5s" in payload(hung)["message"]
+    # A new upstream process took over (initialized again): the proxy kept serving.
+    assert not after.is_error
+    assert after.structured_content == {"result": "not refunded"}
+    assert "Ada" in prompt.messages[0].content.text
+    assert traces.stat().st_size > 0

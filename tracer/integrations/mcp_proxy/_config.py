@@ -3,6 +3,7 @@
 ::
 
     timeout_s = 30              # per upstream call
+    startup_timeout_s = 30      # more for the first answer of a (re)started server
     trust_annotations = false   # the server's readOnlyHint/idempotentHint count only when true
     conversation_header = "x-conversation-id"   # optional, streamable HTTP clients
     error_code_field = "error_code"    # an isError result's structuredContent names its code
@@ -41,6 +42,7 @@ from .._common import Declaration, Declarations
 __all__ = ["ProxyConfig", "ToolConfig", "load_config", "parse_config"]
 
 DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_STARTUP_TIMEOUT_S = 30.0
 _TOP_KEYS = frozenset(
     {
         "timeout_s",
@@ -49,6 +51,7 @@ _TOP_KEYS = frozenset(
         "error_code_field",
         "retry_after_field",
         "service",
+        "startup_timeout_s",
         "tools",
         "retry_budget",
         "circuit_breaker",
@@ -103,6 +106,7 @@ class ProxyConfig:
     """The whole file; ``ProxyConfig()`` is the empty file (every tool an unrepeated write)."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     trust_annotations: bool = False
     conversation_header: str | None = None
     error_code_field: str | None = None
@@ -154,6 +158,7 @@ def parse_config(raw: Mapping[str, Any]) -> ProxyConfig:
             )
     return ProxyConfig(
         timeout_s=timeout_s,
+        startup_timeout_s=_number(raw, "startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S, ""),
         trust_annotations=_bool(raw, "trust_annotations", False, ""),
         conversation_header=_text(raw, "conversation_header", ""),
         error_code_field=_text(raw, "error_code_field", ""),

@@ -127,7 +127,12 @@ class McpProxy:
         self.config = config or ProxyConfig()
         self.conversation_id = conversation_id or f"mcp-proxy-{secrets.token_hex(6)}"
         self.service = self.config.service or service
-        self._upstream = Upstream(connect, self._from_upstream, http=http_upstream)
+        self._upstream = Upstream(
+            connect,
+            self._from_upstream,
+            http=http_upstream,
+            startup_timeout_s=self.config.startup_timeout_s,
+        )
         self._store = store or MemoryStore()
         self._tracer_provider = tracer_provider
         self._tracer = trace.get_tracer("toolspan.mcp_proxy", tracer_provider=tracer_provider)

@@ -82,8 +82,19 @@ class Upstream:
     request itself, as the SDK's own client does.
     """
 
-    def __init__(self, connect: Connect, deliver: Deliver, *, http: bool = False) -> None:
+    def __init__(
+        self,
+        connect: Connect,
+        deliver: Deliver,
+        *,
+        http: bool = False,
+        startup_timeout_s: float = 30.0,
+    ) -> None:
         self._connect = connect
+        self.startup_timeout_s = startup_timeout_s
+        # Set once the current connection has said anything: a server process that
+        # is still starting does not count against a request's timeout.
+        self._up = anyio.Event()
         self._deliver = deliver
         self._http = http
         self._ids = itertools.count(1)
@@ -122,6 +133,9 @@ class Upstream:
         self._waiters[message.id] = waiter
         try:
             await self.send(message)
+            if not self._up.is_set():
+                with anyio.move_on_after(self.startup_timeout_s):
+                    await self._up.wait()
             with anyio.move_on_after(timeout_s):
                 await waiter.done.wait()
         finally:
@@ -171,6 +185,7 @@ class Upstream:
         """Own one connection: read from it until it closes, then fail every waiter."""
         try:
             async with self._connect() as (read, write):
+                self._up = anyio.Event()
                 self._write = write
                 ready.set()
                 await self._read_all(read)
@@ -181,6 +196,7 @@ class Upstream:
                 _log.warning("upstream connection failed: %s", exc)
         finally:
             self._write = None
+            self._up.set()
             ready.set()
             for waiter in list(self._waiters.values()):
                 waiter.closed = True
@@ -188,6 +204,7 @@ class Upstream:
 
     async def _read_all(self, read: Any) -> None:
         async for item in read:
+            self._up.set()
             if isinstance(item, Exception):
                 _log.warning("the upstream sent a message that is not JSON-RPC: %s", item)
                 continue
@@ -216,7 +233,7 @@ class Upstream:
         self._waiters[again.id] = waiter
         try:
             await self._write.send(SessionMessage(again, self._metadata(again)))
-            with anyio.move_on_after(30):
+            with anyio.move_on_after(self.startup_timeout_s):
                 await waiter.done.wait()
         finally:
             self._waiters.pop(again.id, None)
