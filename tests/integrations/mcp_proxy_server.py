@@ -8,11 +8,16 @@ answers. ``python -m tests.integrations.mcp_proxy_server`` serves it on stdio.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import mcp_types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import Context, MCPServer
 
 LATE_S = 5.0  # far beyond the proxy's timeout in the tests
@@ -27,6 +32,9 @@ class Shop:
         self.refunds: list[str] = []
         self.flaky_reads = 1  # get_order fails this many times first
         self.late_writes = 1  # refund_order answers this many times late
+        self.shipments: list[str] = []
+        self.lost_task_results = 1  # tasks/result answers this many times late
+        self.task_requests: list[str] = []  # the tasks extension's methods, in order
 
     def saw(self, name: str, ctx: Context) -> int:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -34,8 +42,62 @@ class Shop:
         return self.calls[name]
 
 
+class ShopTasks(Extension):
+    """The tasks extension (2026-07-28): a ``tools/call`` with ``task`` answers with a
+    task at once; ``tasks/get`` says how it goes, ``tasks/result`` gives its result."""
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+    def __init__(self, shop: Shop) -> None:
+        self.shop = shop
+        self.ids = itertools.count(1)
+        self.running: dict[str, asyncio.Task[HandlerResult]] = {}
+
+    async def intercept_tool_call(
+        self,
+        params: mcp_types.CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        if params.task is None:
+            return await call_next(ctx)
+        task_id = f"task-{next(self.ids)}"
+        self.running[task_id] = asyncio.ensure_future(call_next(ctx))
+        return {"resultType": "task", "task": self._task(task_id)}
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return (
+            MethodBinding("tasks/get", mcp_types.GetTaskRequestParams, self._get),
+            MethodBinding("tasks/result", mcp_types.GetTaskPayloadRequestParams, self._result),
+        )
+
+    def _task(self, task_id: str) -> dict[str, Any]:
+        done = self.running[task_id].done()
+        return {
+            "taskId": task_id,
+            "status": "completed" if done else "working",
+            "createdAt": "2026-12-01T00:00:00Z",
+            "lastUpdatedAt": "2026-12-01T00:00:00Z",
+            "ttl": 60_000,
+            "pollInterval": 10,
+        }
+
+    async def _get(self, ctx: Any, params: mcp_types.GetTaskRequestParams) -> HandlerResult:
+        self.shop.task_requests.append("tasks/get")
+        return self._task(params.task_id)
+
+    async def _result(
+        self, ctx: Any, params: mcp_types.GetTaskPayloadRequestParams
+    ) -> HandlerResult:
+        self.shop.task_requests.append("tasks/result")
+        result = await self.running[params.task_id]
+        if self.shop.task_requests.count("tasks/result") <= self.shop.lost_task_results:
+            await anyio.sleep(LATE_S)  # the answer is lost on the way
+        return result
+
+
 def shop_server(shop: Shop) -> MCPServer:
-    server = MCPServer("shop")
+    server = MCPServer("shop", extensions=[ShopTasks(shop)])
 
     @server.tool(annotations=mcp_types.ToolAnnotations(read_only_hint=True))
     async def get_order(order_id: str, ctx: Context) -> mcp_types.CallToolResult:
@@ -65,6 +127,13 @@ def shop_server(shop: Shop) -> MCPServer:
         """Was the order refunded?"""
         shop.saw("get_refund_status", ctx)
         return "refunded" if order_id in shop.refunds else "not refunded"
+
+    @server.tool()
+    async def ship_order(order_id: str, ctx: Context) -> str:
+        """Ship an order (a long job: run as a task)."""
+        shop.saw("ship_order", ctx)
+        shop.shipments.append(order_id)
+        return f"shipped {order_id}"
 
     @server.tool()
     async def count_down(steps: int, ctx: Context) -> str:

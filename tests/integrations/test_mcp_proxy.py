@@ -380,3 +380,45 @@ def test_over_stdio_the_upstream_crashing_or_hanging_gets_a_clear_error(tmp_path
     assert after.structured_content == {"result": "not refunded"}
     assert "Ada" in prompt.messages[0].content.text
     assert traces.stat().st_size > 0
+
+
+# -- the tasks extension: MCP's own read-back -------------------------------------------------
+
+TASKS = {
+    "timeout_s": TIMEOUT_S,
+    "tools": {"ship_order": {"side_effect": "write", "task": True}},
+}
+
+
+def test_a_task_whose_answer_is_lost_is_read_back_not_repeated(shop, spans, clock):
+    async def test():
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock, TASKS)), mode=MODES[1]) as c:
+            return await c.call_tool("ship_order", {"order_id": "A-8"})
+
+    result = anyio.run(test)
+    body = payload(result)
+    assert not result.is_error and body["reconciled"] is True
+    assert result.structured_content == {"result": "shipped A-8"}
+    # One write; its lost tasks/result was asked again, the tools/call never.
+    assert shop.shipments == ["A-8"] and shop.calls["ship_order"] == 1
+    assert shop.task_requests == ["tasks/get", "tasks/result", "tasks/get", "tasks/result"]
+    call = spans.attrs(spans.call())
+    assert call["toolspan.read_back"] == "found"
+    (attempt,) = spans.attempts()
+    assert spans.attrs(attempt)["toolspan.attempt.outcome"] == "timeout"
+
+
+def test_a_repeat_of_a_task_call_left_unknown_reads_the_task_back(shop, spans, clock):
+    shop.lost_task_results = 2  # the call's own read-back loses its answer too
+
+    async def test():
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock, TASKS)), mode=MODES[1]) as c:
+            lost = await c.call_tool("ship_order", {"order_id": "A-9"})
+            repeated = await c.call_tool("ship_order", {"order_id": "A-9"})
+        return lost, repeated
+
+    lost, repeated = anyio.run(test)
+    assert lost.is_error and payload(lost)["error_code"] == "unknown_outcome"
+    assert not repeated.is_error and payload(repeated)["reconciled"] is True
+    assert payload(repeated)["attempts"] == 0  # answered by the read-back alone
+    assert shop.shipments == ["A-9"]

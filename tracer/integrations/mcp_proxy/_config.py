@@ -18,6 +18,10 @@
     key_arguments = ["order_id", "amount_cents"]   # default: every argument
     resource_key = "order_id"
 
+    [tools.ship_order]
+    side_effect = "write"
+    task = true                # run as a task: a lost answer is read back, not repeated
+
     [tools.send_email]
     side_effect = "write"
     check_with = "get_outbox"  # a read that says whether an unknown send happened
@@ -58,7 +62,15 @@ _TOP_KEYS = frozenset(
     }
 )
 _TOOL_KEYS = frozenset(
-    {"side_effect", "idempotent", "key_arguments", "check_with", "resource_key", "retryable_codes"}
+    {
+        "side_effect",
+        "idempotent",
+        "key_arguments",
+        "check_with",
+        "resource_key",
+        "retryable_codes",
+        "task",
+    }
 )
 _SIDE_EFFECTS = {"read": "none", "write": "write"}
 # The per-upstream retry budget's and circuit breaker's settings, and their types.
@@ -79,7 +91,8 @@ class ToolConfig:
     ``key_arguments`` names the arguments an idempotent write's key is derived
     from, with the conversation (``None``: all of them); ``check_with`` is the
     read tool that says whether an unknown write happened; ``resource_key``
-    the argument naming the resource it touches.
+    the argument naming the resource it touches; ``task`` runs each call as
+    a task of the upstream's tasks extension (read back through ``tasks/get``).
     """
 
     side_effect: str = "write"
@@ -88,6 +101,7 @@ class ToolConfig:
     check_with: str | None = None
     resource_key: str | None = None
     retryable_codes: frozenset[str] | None = None
+    task: bool = False
 
     def declaration(self, name: str) -> Declaration:
         """The tool as the adapters' :class:`Declaration` (its key's step included)."""
@@ -123,6 +137,10 @@ class ProxyConfig:
     def check_with(self, name: str) -> str | None:
         declared = self.tools.get(name)
         return None if declared is None else declared.check_with
+
+    def runs_as_task(self, name: str) -> bool:
+        declared = self.tools.get(name)
+        return declared is not None and declared.task
 
 
 def load_config(path: str | Path | None) -> ProxyConfig:
@@ -197,6 +215,7 @@ def _tool(name: str, table: Any) -> ToolConfig:
         check_with=check_with,
         resource_key=_text(table, "resource_key", where),
         retryable_codes=None if codes is None else frozenset(codes),
+        task=_bool(table, "task", False, where),
     )
 
 

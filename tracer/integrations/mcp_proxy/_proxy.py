@@ -65,6 +65,7 @@ from ..mcp import (
 from ..mcp import _data as result_data
 from ..mcp import _text as result_text
 from ._config import ProxyConfig
+from ._tasks import TaskBook, await_task, task_id_of
 from ._upstream import CLOSED, Connect, Upstream
 
 __all__ = ["CONVERSATION_META_KEY", "REQUEST_META_KEY", "RESULT_META_KEY", "McpProxy", "Reply"]
@@ -83,6 +84,7 @@ _ENVELOPE = (
 )
 
 _TOOLS_CHANGED = "notifications/tools/list_changed"
+TASK_TTL_MS = 3_600_000  # how long the upstream keeps a task the proxy started
 
 _log = logging.getLogger("toolspan.mcp_proxy")
 
@@ -95,6 +97,7 @@ class _CallState:
 
     meta: dict[str, Any]
     request_id: RequestId
+    conversation: str
 
 
 _CALL: contextvars.ContextVar[_CallState | None] = contextvars.ContextVar(
@@ -144,6 +147,7 @@ class McpProxy:
         self._executor_options = executor_options
         self._executor: AsyncExecutor | None = None
         self._output_schemas: dict[str, Any] = {}
+        self._tasks = TaskBook()
         self._listing = anyio.Lock()
         self._client: Reply | None = None  # where unasked upstream messages go (stdio)
         self._calls: dict[RequestId, anyio.CancelScope] = {}
@@ -309,7 +313,7 @@ class McpProxy:
             declaration=self._declaration(executor, name),
         )
         forwarded = {k: v for k, v in meta.items() if k not in _TRACE_KEYS | _OWN_KEYS}
-        state_token = _CALL.set(_CallState(forwarded, request.id))
+        state_token = _CALL.set(_CallState(forwarded, request.id, conversation))
         try:
             return await executor.execute(call)
         finally:
@@ -342,7 +346,7 @@ class McpProxy:
             return self._executor
 
     async def _list_tools(self, meta: Mapping[str, Any]) -> list[mcp_types.Tool]:
-        envelope = {k: meta[k] for k in _ENVELOPE if k in meta}
+        envelope = _envelope(meta)
         listed: list[mcp_types.Tool] = []
         cursor: str | None = None
         while True:
@@ -382,8 +386,14 @@ class McpProxy:
                 declaration=declaration,
                 span_attributes=attributes,
             )
+        read_back = None
+        if config.runs_as_task(listed.name) and tool.is_write and not tool.idempotent:
+            read_back = self._task_read_back(listed.name)
         return dataclasses.replace(
-            tool, check_with=config.check_with(listed.name), service=self.service
+            tool,
+            check_with=config.check_with(listed.name),
+            service=self.service,
+            read_back=read_back,
         )
 
     def _caller(self, name: str) -> Callable[..., Awaitable[Any]]:
@@ -394,14 +404,40 @@ class McpProxy:
             current = current_call()
             if current is not None and current.idempotency_key:
                 meta[IDEMPOTENCY_META_KEY] = current.idempotency_key
-            params = {"name": name, "arguments": arguments, "_meta": meta}
-            result = mcp_types.CallToolResult.model_validate(await self._ask("tools/call", params))
-            if result.is_error:
-                raise self._tool_error(result)
-            return result_data(result)
+            params: dict[str, Any] = {"name": name, "arguments": arguments, "_meta": meta}
+            if not self.config.runs_as_task(name):
+                return self._data(await self._ask("tools/call", params))
+            params["task"] = {"ttl": TASK_TTL_MS}
+            answer = await self._ask("tools/call", params)
+            task_id = task_id_of(answer)
+            if task_id is None:  # the server ran it as a plain call
+                return self._data(answer)
+            if state is not None:
+                self._tasks.note(state.conversation, name, arguments, task_id)
+            return self._data(await await_task(self._ask, task_id, _envelope(meta)))
 
         call.__name__ = name
         return call
+
+    def _task_read_back(self, name: str) -> Callable[..., Awaitable[Any]]:
+        """Did the write happen? Its task says: read it again (never the write)."""
+
+        async def read_back(**arguments: Any) -> Any:
+            state = _CALL.get()
+            task_id = None
+            if state is not None:
+                task_id = self._tasks.find(state.conversation, name, arguments)
+            if state is None or task_id is None:
+                raise ToolError("unknown_outcome", "no upstream task of this call is known")
+            return self._data(await await_task(self._ask, task_id, _envelope(state.meta)))
+
+        return read_back
+
+    def _data(self, answer: dict[str, Any]) -> Any:
+        result = mcp_types.CallToolResult.model_validate(answer)
+        if result.is_error:
+            raise self._tool_error(result)
+        return result_data(result)
 
     def _tool_error(self, result: mcp_types.CallToolResult) -> ToolError:
         """An ``isError`` result, classified by the fields the config names."""
@@ -447,6 +483,11 @@ class _Running:
     async def __aexit__(self, *exc: Any) -> bool | None:
         self._group.cancel_scope.cancel()
         return await self._group.__aexit__(*exc)
+
+
+def _envelope(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The 2026-07-28 per-request fields of a client's ``_meta`` (empty for the handshake era)."""
+    return {k: meta[k] for k in _ENVELOPE if k in meta}
 
 
 def _span_name(request: JSONRPCRequest) -> str:
