@@ -422,3 +422,42 @@ def test_a_repeat_of_a_task_call_left_unknown_reads_the_task_back(shop, spans, c
     assert not repeated.is_error and payload(repeated)["reconciled"] is True
     assert payload(repeated)["attempts"] == 0  # answered by the read-back alone
     assert shop.shipments == ["A-9"]
+
+
+# -- the analyzer on the proxy's traces -------------------------------------------------------
+
+
+def test_analyze_flags_a_clients_duplicate_write_and_not_a_refused_repeat(tmp_path, shop, clock):
+    from toolspan.analyzer import Analyzer
+    from toolspan.tracer import setup_telemetry
+
+    traces = tmp_path / "proxy.jsonl"
+    telemetry = setup_telemetry("toolspan-mcp-proxy", json_path=traces, set_global=False)
+
+    async def test():
+        server = shop_server(shop)
+        proxy = McpProxy(
+            lambda: InMemoryTransport(server),
+            parse_config(DECLARED),
+            tracer_provider=telemetry.tracer_provider,
+            sleep=clock.async_sleep,
+            clock=clock,
+        )
+        unknown = {CONVERSATION_META_KEY: "conv-refused"}
+        twice = {CONVERSATION_META_KEY: "conv-twice"}
+        async with Client(ThroughProxy(proxy)) as client:
+            lost = await client.call_tool("refund_order", {"order_id": "B-1"}, meta=unknown)
+            refused = await client.call_tool("refund_order", {"order_id": "B-1"}, meta=unknown)
+            for _ in range(2):  # the client repeats a write that had succeeded
+                await client.call_tool("refund_order", {"order_id": "B-2"}, meta=twice)
+        return lost, refused
+
+    lost, refused = anyio.run(test)
+    telemetry.shutdown()
+    assert payload(lost)["status"] == "unsafe_retry"
+    assert payload(refused)["status"] == "read_back_required"
+    with Analyzer() as analyzer:
+        analyzer.ingest([traces])
+        findings = [(f.kind, f.conversation_id, f.tool) for f in analyzer.findings()]
+    assert findings == [("duplicate_write", "conv-twice", "refund_order")]
+    assert shop.refunds == ["B-1", "B-2", "B-2"]
