@@ -461,3 +461,32 @@ def test_analyze_flags_a_clients_duplicate_write_and_not_a_refused_repeat(tmp_pa
         findings = [(f.kind, f.conversation_id, f.tool) for f in analyzer.findings()]
     assert findings == [("duplicate_write", "conv-twice", "refund_order")]
     assert shop.refunds == ["B-1", "B-2", "B-2"]
+
+
+@pytest.mark.slow
+def test_the_example_drives_the_proxy_from_a_client_config(tmp_path):
+    import subprocess
+    import sys
+
+    from toolspan.analyzer import Analyzer
+
+    traces = tmp_path / "example.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.mcp_proxy", "--trace-file", str(traces)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "read_back_required" in done.stdout
+    with Analyzer() as analyzer:
+        analyzer.ingest([traces])
+        rows = analyzer.query("SELECT tool, status FROM tool_calls ORDER BY start_time").rows
+    assert rows == [
+        ("get_order", "succeeded"),
+        ("refund_order", "succeeded"),
+        ("cancel_order", "unsafe_retry"),
+        ("cancel_order", "read_back_required"),
+        ("get_cancellation", "succeeded"),
+    ]

@@ -156,8 +156,14 @@ class McpProxy:
 
     # -- serving ----------------------------------------------------------------------
 
-    async def serve(self, read: Any, write: Any) -> None:
-        """Serve one client over a stream pair (stdio) until it closes."""
+    async def serve(
+        self, read: Any, write: Any, *, closed: Callable[[], object] | None = None
+    ) -> None:
+        """Serve one client over a stream pair (stdio) until it closes.
+
+        ``closed`` runs as soon as the client is gone, before the upstream is
+        shut down (which may take a while): the CLI flushes its spans there.
+        """
 
         async def reply(message: JSONRPCMessage) -> None:
             from mcp.shared.message import SessionMessage
@@ -171,6 +177,8 @@ class McpProxy:
                     _log.warning("the client sent a message that is not JSON-RPC: %s", item)
                     continue
                 await self.handle(item.message, reply)
+            if closed is not None:
+                closed()
 
     def running(self) -> _Running:
         """The proxy's task group: ``async with proxy.running(): ...`` around :meth:`handle`."""
@@ -270,7 +278,6 @@ class McpProxy:
         answer = self._answer(name, result)
         if answer.is_error:
             span.set_attribute("error.type", "tool_error")
-        span.set_attribute("toolspan.status", result.status)
         body = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
         return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=body)
 

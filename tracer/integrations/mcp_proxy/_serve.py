@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+from collections.abc import Callable
+
 import anyio
 
 from ..._setup import setup_telemetry
@@ -40,14 +44,16 @@ def serve(
 
             uvicorn.run(http_app(proxy), host=host, port=port, log_level="warning")
         else:
-            anyio.run(_serve_stdio, proxy)
+            # A client may end the proxy with SIGTERM once it closed its side: keep the spans.
+            signal.signal(signal.SIGTERM, lambda *_: (telemetry.shutdown(), os._exit(0)))
+            anyio.run(_serve_stdio, proxy, telemetry.force_flush)
     finally:
         telemetry.shutdown()
     return 0
 
 
-async def _serve_stdio(proxy: McpProxy) -> None:
+async def _serve_stdio(proxy: McpProxy, flush: Callable[[], object]) -> None:
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read, write):
-        await proxy.serve(read, write)
+        await proxy.serve(read, write, closed=flush)
