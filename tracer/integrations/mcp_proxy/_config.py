@@ -8,6 +8,8 @@
     conversation_header = "x-conversation-id"   # optional, streamable HTTP clients
     error_code_field = "error_code"    # an isError result's structuredContent names its code
     retry_after_field = "retry_after"  # ... and the delay the server asks for (seconds or a date)
+    loop_threshold = 3                 # the same answer to the same call N times: refused (0: off)
+    max_attempts_per_action = 5        # attempts of one action per request (0: off)
 
     [tools.get_order]
     side_effect = "read"
@@ -54,6 +56,8 @@ _TOP_KEYS = frozenset(
         "conversation_header",
         "error_code_field",
         "retry_after_field",
+        "loop_threshold",
+        "max_attempts_per_action",
         "service",
         "startup_timeout_s",
         "tools",
@@ -126,6 +130,8 @@ class ProxyConfig:
     error_code_field: str | None = None
     retry_after_field: str | None = None
     service: str | None = None
+    loop_threshold: int | None = 3
+    max_attempts_per_action: int | None = 5
     tools: Mapping[str, ToolConfig] = field(default_factory=dict)
     retry_budget: Mapping[str, Any] = field(default_factory=dict)
     circuit_breaker: Mapping[str, Any] = field(default_factory=dict)
@@ -182,6 +188,8 @@ def parse_config(raw: Mapping[str, Any]) -> ProxyConfig:
         error_code_field=_text(raw, "error_code_field", ""),
         retry_after_field=_text(raw, "retry_after_field", ""),
         service=_text(raw, "service", ""),
+        loop_threshold=_guard(raw, "loop_threshold", 3),
+        max_attempts_per_action=_guard(raw, "max_attempts_per_action", 5),
         tools=tools,
         retry_budget=_numbers(raw, "retry_budget", _BUDGET_KEYS),
         circuit_breaker=_numbers(raw, "circuit_breaker", _BREAKER_KEYS),
@@ -243,6 +251,14 @@ def _numbers(raw: Mapping[str, Any], key: str, known: Mapping[str, type]) -> dic
         raise ConfigurationError(f"{key} must be a table")
     _no_unknown(table, frozenset(known), f"{key}.")
     return {name: known[name](_number(table, name, 0.0, f"{key}.")) for name in table}
+
+
+def _guard(raw: Mapping[str, Any], key: str, default: int) -> int | None:
+    """A guard's count; 0 turns the guard off."""
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"{key} must be a whole number (0: off), not {value!r}")
+    return value or None
 
 
 def _bool(table: Mapping[str, Any], key: str, default: bool, where: str) -> bool:

@@ -147,6 +147,7 @@ class McpProxy:
         self._executor_options = executor_options
         self._executor: AsyncExecutor | None = None
         self._output_schemas: dict[str, Any] = {}
+        self._declarations = self.config.declarations()
         self._tasks = TaskBook()
         self._listing = anyio.Lock()
         self._client: Reply | None = None  # where unasked upstream messages go (stdio)
@@ -309,7 +310,7 @@ class McpProxy:
                 message=f"could not list the upstream's tools: {exc.message}",
             )
         conversation = _text(meta.get(CONVERSATION_META_KEY)) or self.conversation_id
-        declarations = self.config.declarations()
+        declarations = self._declarations
         self._call_ids += 1
         call = declarations.tool_call(
             name,
@@ -345,7 +346,11 @@ class McpProxy:
                 self._executor = AsyncExecutor(
                     [self._tool(t) for t in listed],
                     tracer_provider=self._tracer_provider,
-                    safeguards=Safeguards(store=self._store),
+                    safeguards=Safeguards(
+                        store=self._store,
+                        loop_threshold=self.config.loop_threshold,
+                        max_attempts_per_action=self.config.max_attempts_per_action,
+                    ),
                     retry_budget=self._budget,
                     circuit_breaker=self._breaker,
                     **self._executor_options,
@@ -373,7 +378,7 @@ class McpProxy:
     def _tool(self, listed: mcp_types.Tool) -> Tool:
         config = self.config
         hinted = declaration_from_annotations(listed) if config.trust_annotations else None
-        declarations = config.declarations()
+        declarations = self._declarations
         declaration = declarations.with_fallback(listed.name, hinted)
         attributes = {"mcp.method.name": "tools/call"}
         try:
@@ -441,6 +446,14 @@ class McpProxy:
         return read_back
 
     def _data(self, answer: dict[str, Any]) -> Any:
+        """A ``CallToolResult``'s data (as ``mcp.py`` maps it), or its error, classified."""
+        if answer.get("isError") is not True and "content" in answer:
+            # The success path reads the wire dict: no model to build per call.
+            if answer.get("structuredContent") is not None:
+                return answer["structuredContent"]
+            text = _single_text(answer["content"])
+            if text is not None:
+                return text
         result = mcp_types.CallToolResult.model_validate(answer)
         if result.is_error:
             raise self._tool_error(result)
@@ -490,6 +503,14 @@ class _Running:
     async def __aexit__(self, *exc: Any) -> bool | None:
         self._group.cancel_scope.cancel()
         return await self._group.__aexit__(*exc)
+
+
+def _single_text(blocks: Any) -> str | None:
+    """The text of a content list that is one text block (else ``None``)."""
+    if not (isinstance(blocks, list) and len(blocks) == 1 and isinstance(blocks[0], dict)):
+        return None
+    text = blocks[0].get("text")
+    return text if blocks[0].get("type") == "text" and isinstance(text, str) else None
 
 
 def _envelope(meta: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,112 @@
+"""Latency ``toolspan mcp proxy`` adds to a tool call over stdio: proxy against direct.
+
+One fast read tool on a real ``mcp`` SDK server (this file with ``--serve``),
+reached by a real SDK client over stdio twice at once: directly, and through
+``toolspan mcp proxy`` (the CLI, no trace file: the default span pipeline
+with no exporter). Calls alternate between the two so load changes hit both
+alike; each call's wall time is measured on the client. Printed: p50 and p99
+of each, the added latency (proxy - direct) and the ratio, and the load
+average before and after (the machine may be shared).
+
+    .venv/bin/python bench/mcp_proxy_bench.py [--calls 1000] [--warmup 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = """\
+timeout_s = 30
+[tools.get_order]
+side_effect = "read"
+"""
+
+
+def serve() -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("bench")
+
+    @server.tool()
+    async def get_order(order_id: str) -> dict[str, str]:
+        """Look up an order."""
+        return {"order_id": order_id, "status": "shipped"}
+
+    server.run("stdio")
+
+
+def _upstream() -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--serve"]
+
+
+async def measure(calls: int, warmup: int, config: Path) -> tuple[list[float], list[float]]:
+    direct_cmd = _upstream()
+    proxy_args = ["-m", "toolspan.cli", "mcp", "proxy", "--config", str(config), "--"]
+    direct = StdioServerParameters(command=direct_cmd[0], args=direct_cmd[1:], cwd=str(REPO))
+    proxy = StdioServerParameters(
+        command=sys.executable, args=[*proxy_args, *direct_cmd], cwd=str(REPO)
+    )
+    times: dict[str, list[float]] = {"direct": [], "proxy": []}
+    async with Client(direct, mode="legacy") as plain, Client(proxy, mode="legacy") as guarded:
+        clients = {"direct": plain, "proxy": guarded}
+        for n in range(warmup + calls):
+            for name, client in clients.items():
+                # A new order each call: the same answer to the same call is a loop to the proxy.
+                arguments = {"order_id": f"A-{n}"}
+                started = time.perf_counter()
+                result = await client.call_tool("get_order", arguments)
+                elapsed = time.perf_counter() - started
+                assert not result.is_error, result
+                if n >= warmup:
+                    times[name].append(elapsed)
+    return times["direct"], times["proxy"]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve()
+        return 0
+    before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "proxy.toml"
+        config.write_text(CONFIG)
+        direct, proxy = anyio.run(measure, args.calls, args.warmup, config)
+    after = os.getloadavg()
+    print(f"{args.calls} calls each over stdio ({args.warmup} warm-up), {os.cpu_count()} CPUs")
+    print(f"load average (1 min) before {before[0]:.2f}, after {after[0]:.2f}")
+    print(f"{'':8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
+    for name, values in (("direct", direct), ("proxy", proxy)):
+        print(
+            f"{name:8} {_percentile(values, 0.5) * 1e3:8.3f} {_percentile(values, 0.99) * 1e3:8.3f}"
+            f" {statistics.fmean(values) * 1e3:8.3f}"
+        )
+    for label, q in (("p50", 0.5), ("p99", 0.99)):
+        base, through = _percentile(direct, q), _percentile(proxy, q)
+        print(
+            f"added {label}: {(through - base) * 1e3:.3f} ms (proxy/direct {through / base:.2f}x)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
