@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types
 import pytest
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.memory import create_client_server_memory_streams
 from opentelemetry.trace import SpanKind
 
@@ -20,10 +22,10 @@ from toolspan.tracer.integrations.mcp import IDEMPOTENCY_META_KEY
 from toolspan.tracer.integrations.mcp_proxy import (
     CONVERSATION_META_KEY,
     McpProxy,
+    http_app,
     http_upstream,
     parse_config,
 )
-from toolspan.tracer.integrations.mcp_proxy._http import http_app
 from toolspan.tracer.store import derive_key
 
 from ..services import free_port
@@ -290,7 +292,7 @@ def test_over_streamable_http_on_both_sides(shop, spans, clock, mode):
         async with uvicorn_serving(upstream_app) as upstream_url:
             proxy = McpProxy(
                 http_upstream(upstream_url),
-                parse_config(DECLARED),
+                parse_config({**DECLARED, "conversation_header": "x-conversation-id"}),
                 http_upstream=True,
                 tracer_provider=spans.provider,
                 sleep=clock.async_sleep,
@@ -298,7 +300,9 @@ def test_over_streamable_http_on_both_sides(shop, spans, clock, mode):
                 rng=random.Random(0),
             )
             async with uvicorn_serving(http_app(proxy)) as proxy_url:
-                async with Client(proxy_url, mode=mode) as client:
+                http = httpx2.AsyncClient(headers={"x-conversation-id": "conv-http"})
+                transport = streamable_http_client(proxy_url, http_client=http)
+                async with http, Client(transport, mode=mode) as client:
                     listed = await client.list_tools()
                     order = await client.call_tool("get_order", {"order_id": "A-6"})
                     lost = await client.call_tool("refund_order", {"order_id": "A-6"})
@@ -311,6 +315,8 @@ def test_over_streamable_http_on_both_sides(shop, spans, clock, mode):
     assert payload(lost)["status"] == "unsafe_retry"
     assert payload(repeated)["status"] == "read_back_required"
     assert shop.refunds == ["A-6"]
+    # The conversation came from the configured header.
+    assert {spans.attrs(c)["gen_ai.conversation.id"] for c in spans.calls()} == {"conv-http"}
 
 
 # -- the command line, with the upstream as a process ---------------------------------------

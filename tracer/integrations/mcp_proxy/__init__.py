@@ -15,6 +15,7 @@ In Python, :class:`McpProxy` over a :data:`Connect` (:func:`stdio_upstream`,
 from __future__ import annotations
 
 from ._config import ProxyConfig, ToolConfig, load_config, parse_config
+from ._http import http_app
 from ._proxy import CONVERSATION_META_KEY, REQUEST_META_KEY, RESULT_META_KEY, McpProxy, Reply
 from ._upstream import Connect, http_upstream, stdio_upstream
 
@@ -27,6 +28,7 @@ __all__ = [
     "ProxyConfig",
     "Reply",
     "ToolConfig",
+    "http_app",
     "http_upstream",
     "load_config",
     "parse_config",
