@@ -153,7 +153,8 @@ def test_semantic_failures_list_the_next_tools(spans: Spans) -> None:
         parameters={"type": "object", "properties": {"order_id": {"type": "string"}}},
         next_tools=["search_orders"],
     )
-    executor = _executor(spans, [lookup], None)
+    search = Tool("search_orders", Scripted([]))
+    executor = _executor(spans, [lookup, search], None)
     missing = executor.execute(_call("get_order", {"order_id": "R-1"}, "c1"))
     assert missing.status == "permanent_error" and missing.next is not None
     assert missing.next.tools == ("search_orders",)
