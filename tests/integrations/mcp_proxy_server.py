@@ -19,8 +19,13 @@ import mcp_types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
 
 LATE_S = 5.0  # far beyond the proxy's timeout in the tests
+
+
+class Confirmation(BaseModel):
+    ok: bool
 
 
 class Shop:
@@ -35,6 +40,8 @@ class Shop:
         self.shipments: list[str] = []
         self.lost_task_results = 1  # tasks/result answers this many times late
         self.task_requests: list[str] = []  # the tasks extension's methods, in order
+        self.hanging: anyio.Event | None = None  # set when `hang` starts
+        self.cancelled: anyio.Event | None = None  # set when `hang` is cancelled
 
     def saw(self, name: str, ctx: Context) -> int:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -149,9 +156,23 @@ def shop_server(shop: Shop) -> MCPServer:
 
     @server.tool()
     async def hang(ctx: Context) -> str:
-        """Never answer."""
-        await anyio.sleep_forever()
+        """Never answer (unless cancelled)."""
+        if shop.hanging is not None:
+            shop.hanging.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            if shop.cancelled is not None:
+                shop.cancelled.set()
+            raise
         raise AssertionError("unreachable")
+
+    @server.tool()
+    async def confirm_refund(order_id: str, ctx: Context) -> str:
+        """Ask the user first (the server's own request to the client)."""
+        answer = await ctx.elicit(f"Refund {order_id}?", schema=Confirmation)
+        confirmed = answer.action == "accept" and answer.data.ok
+        return "confirmed" if confirmed else "declined"
 
     @server.prompt()
     def greeting(name: str) -> str:

@@ -496,3 +496,48 @@ def test_the_example_drives_the_proxy_from_a_client_config(tmp_path):
         ("cancel_order", "read_back_required"),
         ("get_cancellation", "succeeded"),
     ]
+
+
+def test_a_cancelled_call_is_cancelled_upstream_and_the_server_may_ask_the_client(
+    shop, spans, clock
+):
+    async def on_elicit(context, params):
+        assert params.message == "Refund A-10?"
+        return mcp_types.ElicitResult(action="accept", content={"ok": True})
+
+    async def test():
+        shop.hanging, shop.cancelled = anyio.Event(), anyio.Event()
+        proxy = make_proxy(shop, spans, clock, {"timeout_s": 30})
+        async with Client(ThroughProxy(proxy), mode="legacy", elicitation_callback=on_elicit) as c:
+            async with anyio.create_task_group() as group:
+                group.start_soon(c.call_tool, "hang", {})
+                await shop.hanging.wait()
+                group.cancel_scope.cancel()  # the client gives up: notifications/cancelled
+            with anyio.fail_after(5):
+                await shop.cancelled.wait()  # ... reached the upstream's running tool
+            return await c.call_tool("confirm_refund", {"order_id": "A-10"})
+
+    confirmed = anyio.run(test)
+    # The server's elicitation/create went to the client and its answer back.
+    assert payload(confirmed)["status"] == "succeeded"
+    assert confirmed.structured_content == {"result": "confirmed"}
+
+
+def test_a_check_tool_the_upstream_lacks_is_a_clear_error_not_a_crash(shop, spans, clock):
+    config = {
+        "tools": {
+            "refund_order": {"side_effect": "write", "check_with": "get_refund_state"},
+            "get_refund_state": {"side_effect": "read"},
+        }
+    }
+
+    async def test():
+        async with Client(ThroughProxy(make_proxy(shop, spans, clock, config))) as client:
+            refused = await client.call_tool("refund_order", {"order_id": "A-11"})
+            listed = await client.list_tools()  # the rest still passes through
+        return refused, listed
+
+    refused, listed = anyio.run(test)
+    assert refused.is_error and payload(refused)["error_code"] == "proxy_misconfigured"
+    assert "get_refund_state" in payload(refused)["message"]
+    assert shop.refunds == [] and listed.tools

@@ -48,7 +48,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 
 from ..._breaker import CircuitBreaker
 from ..._budget import RetryBudget
-from ..._errors import ToolError
+from ..._errors import ConfigurationError, ToolError
 from ..._executor import AsyncExecutor, current_call
 from ..._policy import parse_retry_after
 from ..._result import ToolResult
@@ -84,7 +84,11 @@ _ENVELOPE = (
 )
 
 _TOOLS_CHANGED = "notifications/tools/list_changed"
-TASK_TTL_MS = 3_600_000  # how long the upstream keeps a task the proxy started
+TASK_TTL_MS = 3_600_000
+# How an idempotent write's key reaches the upstream (each attempt's ``_meta``).
+KEY_PASSED = (
+    f"MCP _meta {IDEMPOTENCY_META_KEY}"  # how long the upstream keeps a task the proxy started
+)
 
 _log = logging.getLogger("toolspan.mcp_proxy")
 
@@ -307,7 +311,7 @@ class McpProxy:
                 tool=name,
                 call_id=str(request.id),
                 error_code=exc.code,
-                message=f"could not list the upstream's tools: {exc.message}",
+                message=f"the proxy cannot call the upstream's tools: {exc.message}",
             )
         conversation = _text(meta.get(CONVERSATION_META_KEY)) or self.conversation_id
         declarations = self._declarations
@@ -343,19 +347,25 @@ class McpProxy:
                 self._output_schemas = {
                     t.name: t.output_schema for t in listed if t.output_schema is not None
                 }
-                self._executor = AsyncExecutor(
-                    [self._tool(t) for t in listed],
-                    tracer_provider=self._tracer_provider,
-                    safeguards=Safeguards(
-                        store=self._store,
-                        loop_threshold=self.config.loop_threshold,
-                        max_attempts_per_action=self.config.max_attempts_per_action,
-                    ),
-                    retry_budget=self._budget,
-                    circuit_breaker=self._breaker,
-                    **self._executor_options,
-                )
+                self._executor = self._build_executor(listed)
             return self._executor
+
+    def _build_executor(self, listed: list[mcp_types.Tool]) -> AsyncExecutor:
+        try:
+            return AsyncExecutor(
+                [self._tool(t) for t in listed],
+                tracer_provider=self._tracer_provider,
+                safeguards=Safeguards(
+                    store=self._store,
+                    loop_threshold=self.config.loop_threshold,
+                    max_attempts_per_action=self.config.max_attempts_per_action,
+                ),
+                retry_budget=self._budget,
+                circuit_breaker=self._breaker,
+                **self._executor_options,
+            )
+        except ConfigurationError as exc:  # the config names a tool the upstream lacks
+            raise ToolError("proxy_misconfigured", str(exc)) from exc
 
     async def _list_tools(self, meta: Mapping[str, Any]) -> list[mcp_types.Tool]:
         envelope = _envelope(meta)
@@ -380,23 +390,22 @@ class McpProxy:
         hinted = declaration_from_annotations(listed) if config.trust_annotations else None
         declarations = self._declarations
         declaration = declarations.with_fallback(listed.name, hinted)
-        attributes = {"mcp.method.name": "tools/call"}
+        options: dict[str, Any] = {
+            "declaration": declaration,
+            "span_attributes": {"mcp.method.name": "tools/call"},
+            "key_passed": KEY_PASSED,
+        }
         try:
             tool = declarations.tool(
                 listed.name,
                 self._caller(listed.name),
                 parameters=listed.input_schema,
                 description=listed.description or "",
-                declaration=declaration,
-                span_attributes=attributes,
+                **options,
             )
         except ValueError:  # the server's inputSchema is not a valid JSON Schema
             tool = declarations.tool(
-                listed.name,
-                self._caller(listed.name),
-                parameters={"type": "object"},
-                declaration=declaration,
-                span_attributes=attributes,
+                listed.name, self._caller(listed.name), parameters={"type": "object"}, **options
             )
         read_back = None
         if config.runs_as_task(listed.name) and tool.is_write and not tool.idempotent:
