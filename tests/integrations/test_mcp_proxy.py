@@ -139,6 +139,7 @@ def test_a_flaky_read_is_retried_after_the_servers_retry_after(shop, spans, cloc
     # ... toolspan's call span under it, and the trace context sent upstream per attempt.
     call = spans.call()
     assert call.parent.span_id == server.context.span_id
+    assert spans.attrs(call)["gen_ai.conversation.id"] == "run-1"  # the proxy's own run
     attempts = spans.attempts()
     assert [spans.attrs(a)["toolspan.attempt.outcome"] for a in attempts] == ["http_503", "ok"]
     sent = [m["traceparent"] for m in shop.metas]

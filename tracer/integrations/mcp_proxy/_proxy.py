@@ -149,6 +149,8 @@ class McpProxy:
             store=self._store, clock=clock, **self.config.circuit_breaker
         )
         self._executor_options = executor_options
+        # Between polls of an upstream task: the executor's sleeper (tests inject one).
+        self._poll_sleep = executor_options.get("sleep") or anyio.sleep
         self._executor: AsyncExecutor | None = None
         self._output_schemas: dict[str, Any] = {}
         self._declarations = self.config.declarations()
@@ -435,7 +437,9 @@ class McpProxy:
                 return self._data(answer)
             if state is not None:
                 self._tasks.note(state.conversation, name, arguments, task_id)
-            return self._data(await await_task(self._ask, task_id, _envelope(meta)))
+            return self._data(
+                await await_task(self._ask, task_id, _envelope(meta), self._poll_sleep)
+            )
 
         call.__name__ = name
         return call
@@ -450,7 +454,9 @@ class McpProxy:
                 task_id = self._tasks.find(state.conversation, name, arguments)
             if state is None or task_id is None:
                 raise ToolError("unknown_outcome", "no upstream task of this call is known")
-            return self._data(await await_task(self._ask, task_id, _envelope(state.meta)))
+            return self._data(
+                await await_task(self._ask, task_id, _envelope(state.meta), self._poll_sleep)
+            )
 
         return read_back
 

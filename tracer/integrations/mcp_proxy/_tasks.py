@@ -37,8 +37,13 @@ def task_id_of(answer: Mapping[str, Any]) -> str | None:
     return task_id if isinstance(task_id, str) and task_id else None
 
 
-async def await_task(ask: Ask, task_id: str, meta: Mapping[str, Any]) -> dict[str, Any]:
-    """Poll ``tasks/get`` until the task ends, then its ``tasks/result``.
+async def await_task(
+    ask: Ask,
+    task_id: str,
+    meta: Mapping[str, Any],
+    sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
+) -> dict[str, Any]:
+    """Poll ``tasks/get`` until the task ends (``sleep`` between polls), then its ``tasks/result``.
 
     A lost answer raises the classified ``timeout`` or ``connection_error``
     of ``ask``; a task cancelled or waiting for input ends the call.
@@ -51,7 +56,7 @@ async def await_task(ask: Ask, task_id: str, meta: Mapping[str, Any]) -> dict[st
                 break
             if status in _STOPPED:
                 raise ToolError(f"mcp_task_{status}", f"the upstream task {task_id} is {status}")
-            await anyio.sleep(_poll_s(task))
+            await sleep(_poll_s(task))
     return await ask("tasks/result", _params(task_id, meta))
 
 
