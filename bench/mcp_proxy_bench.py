@@ -6,7 +6,9 @@ reached by a real SDK client over stdio twice at once: directly, and through
 with no exporter). Calls alternate between the two so load changes hit both
 alike; each call's wall time is measured on the client. Printed: p50 and p99
 of each, the added latency (proxy - direct) and the ratio, and the load
-average before and after (the machine may be shared).
+average before and after (the machine may be shared), and the CPU time the
+proxy process spent per measured call (from /proc: load-independent, what an
+idle machine would add on top of one more stdio hop each way).
 
     .venv/bin/python bench/mcp_proxy_bench.py [--calls 1000] [--warmup 100]
 """
@@ -49,7 +51,7 @@ def _upstream() -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--serve"]
 
 
-async def measure(calls: int, warmup: int, config: Path) -> tuple[list[float], list[float]]:
+async def measure(calls: int, warmup: int, config: Path) -> tuple[list[float], list[float], float]:
     direct_cmd = _upstream()
     proxy_args = ["-m", "toolspan.cli", "mcp", "proxy", "--config", str(config), "--"]
     direct = StdioServerParameters(command=direct_cmd[0], args=direct_cmd[1:], cwd=str(REPO))
@@ -60,6 +62,8 @@ async def measure(calls: int, warmup: int, config: Path) -> tuple[list[float], l
     async with Client(direct, mode="legacy") as plain, Client(proxy, mode="legacy") as guarded:
         clients = {"direct": plain, "proxy": guarded}
         for n in range(warmup + calls):
+            if n == warmup:
+                cpu_before = _proxy_cpu_s()
             for name, client in clients.items():
                 # A new order each call: the same answer to the same call is a loop to the proxy.
                 arguments = {"order_id": f"A-{n}"}
@@ -69,7 +73,22 @@ async def measure(calls: int, warmup: int, config: Path) -> tuple[list[float], l
                 assert not result.is_error, result
                 if n >= warmup:
                     times[name].append(elapsed)
-    return times["direct"], times["proxy"]
+        proxy_cpu_s = _proxy_cpu_s() - cpu_before
+    return times["direct"], times["proxy"], proxy_cpu_s
+
+
+def _proxy_cpu_s() -> float:
+    """User + system CPU seconds of this process's ``toolspan mcp proxy`` child (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"mcp\0proxy" in cmdline:
+            return (int(fields[11]) + int(fields[12])) / tick
+    return float("nan")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -90,7 +109,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "proxy.toml"
         config.write_text(CONFIG)
-        direct, proxy = anyio.run(measure, args.calls, args.warmup, config)
+        direct, proxy, proxy_cpu_s = anyio.run(measure, args.calls, args.warmup, config)
     after = os.getloadavg()
     print(f"{args.calls} calls each over stdio ({args.warmup} warm-up), {os.cpu_count()} CPUs")
     print(f"load average (1 min) before {before[0]:.2f}, after {after[0]:.2f}")
@@ -100,6 +119,7 @@ def main() -> int:
             f"{name:8} {_percentile(values, 0.5) * 1e3:8.3f} {_percentile(values, 0.99) * 1e3:8.3f}"
             f" {statistics.fmean(values) * 1e3:8.3f}"
         )
+    print(f"proxy process CPU per call: {proxy_cpu_s / args.calls * 1e3:.3f} ms")
     for label, q in (("p50", 0.5), ("p99", 0.99)):
         base, through = _percentile(direct, q), _percentile(proxy, q)
         print(

@@ -53,7 +53,7 @@ def serve(
 
 
 async def _serve_stdio(proxy: McpProxy, flush: Callable[[], object]) -> None:
-    from mcp.server.stdio import stdio_server
+    from ._stdio import stdio_streams
 
-    async with stdio_server() as (read, write):
+    async with stdio_streams() as (read, write):
         await proxy.serve(read, write, closed=flush)
