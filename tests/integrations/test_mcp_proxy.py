@@ -74,6 +74,55 @@ class ThroughProxy:
         return await self._cm.__aexit__(*exc)
 
 
+class Recording:
+    """A transport wrapper that keeps every JSON-RPC message as its wire text, both ways."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.received: list[str] = []
+        self.sent: list[Any] = []
+        self._cm: Any = None
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Any]:
+        async with self.inner as (read, write):
+            to_client, client_read = create_context_streams[Any](16)
+            client_write, from_client = create_context_streams[Any](16)
+
+            async def inbound() -> None:
+                async with to_client:
+                    async for item in read:
+                        self.received.append(_wire(item.message))
+                        await to_client.send(item)
+
+            async def outbound() -> None:
+                async for item in from_client:
+                    self.sent.append(item.message)
+                    await write.send(item)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(inbound)
+                group.start_soon(outbound)
+                yield client_read, client_write
+                group.cancel_scope.cancel()
+
+    async def __aenter__(self) -> Any:
+        self._cm = self._connect()
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._cm.__aexit__(*exc)
+
+    def relayed(self) -> list[str]:
+        """What the client received, but the answers to its tools/call requests."""
+        calls = {m.id for m in self.sent if getattr(m, "method", None) == "tools/call"}
+        return [text for text in self.received if json.loads(text).get("id") not in calls]
+
+
+def _wire(message: Any) -> str:
+    return message.model_dump_json(by_alias=True, exclude_unset=True)  # as stdio writes it
+
+
 def make_proxy(
     shop: Shop, spans, clock, config: dict[str, Any] | None = None, **options
 ) -> McpProxy:
@@ -115,12 +164,18 @@ def shop() -> Shop:
 @pytest.mark.parametrize("mode", MODES)
 def test_a_flaky_read_is_retried_after_the_servers_retry_after(shop, spans, clock, mode):
     async def test():
-        async with Client(ThroughProxy(make_proxy(shop, spans, clock)), mode=mode) as client:
-            return await client.call_tool(
+        wire = Recording(ThroughProxy(make_proxy(shop, spans, clock)))
+        async with Client(wire, mode=mode) as client:
+            result = await client.call_tool(
                 "get_order", {"order_id": "A-1"}, meta={"traceparent": TRACEPARENT}
             )
+        (call,) = [m for m in wire.sent if getattr(m, "method", None) == "tools/call"]
+        return result, call.params["_meta"]["traceparent"]
 
-    result = anyio.run(test)
+    # The client's trace context as it went on the wire (the SDK's own client span
+    # replaces ours when a global tracer provider is set).
+    result, traceparent = anyio.run(test)
+    _, trace_id, parent_id, _ = traceparent.split("-")
     assert not result.is_error
     body = payload(result)
     assert (body["status"], body["attempts"]) == ("succeeded", 2)
@@ -131,7 +186,8 @@ def test_a_flaky_read_is_retried_after_the_servers_retry_after(shop, spans, cloc
     (server,) = server_spans(spans, "tools/call")
     attrs = spans.attrs(server)
     assert server.name == "tools/call get_order"
-    assert format(server.context.trace_id, "032x") == TRACE_ID
+    assert format(server.context.trace_id, "032x") == trace_id
+    assert format(server.parent.span_id, "016x") == parent_id
     assert attrs["gen_ai.tool.name"] == "get_order" and "error.type" not in attrs
     assert attrs["jsonrpc.request.id"]
     if mode != "legacy":
@@ -145,7 +201,7 @@ def test_a_flaky_read_is_retried_after_the_servers_retry_after(shop, spans, cloc
     attempts = spans.attempts()
     assert [spans.attrs(a)["toolspan.attempt.outcome"] for a in attempts] == ["http_503", "ok"]
     sent = [m["traceparent"] for m in shop.metas]
-    assert [t.split("-")[1] for t in sent] == [TRACE_ID, TRACE_ID]
+    assert [t.split("-")[1] for t in sent] == [trace_id, trace_id]
     assert [t.split("-")[2] for t in sent] == [format(a.context.span_id, "016x") for a in attempts]
 
 
@@ -220,55 +276,6 @@ def test_an_idempotent_write_gets_a_key_from_its_arguments_and_the_conversation(
     key = derive_key("conv-9", 'refund_order:{"order_id":"A-4"}')
     assert [m[IDEMPOTENCY_META_KEY] for m in shop.metas] == [key, key]
     assert spans.attrs(spans.call())["gen_ai.conversation.id"] == "conv-9"
-
-
-class Recording:
-    """A transport wrapper that keeps every JSON-RPC message as its wire text, both ways."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.received: list[str] = []
-        self.sent: list[Any] = []
-        self._cm: Any = None
-
-    @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[Any]:
-        async with self.inner as (read, write):
-            to_client, client_read = create_context_streams[Any](16)
-            client_write, from_client = create_context_streams[Any](16)
-
-            async def inbound() -> None:
-                async with to_client:
-                    async for item in read:
-                        self.received.append(_wire(item.message))
-                        await to_client.send(item)
-
-            async def outbound() -> None:
-                async for item in from_client:
-                    self.sent.append(item.message)
-                    await write.send(item)
-
-            async with anyio.create_task_group() as group:
-                group.start_soon(inbound)
-                group.start_soon(outbound)
-                yield client_read, client_write
-                group.cancel_scope.cancel()
-
-    async def __aenter__(self) -> Any:
-        self._cm = self._connect()
-        return await self._cm.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._cm.__aexit__(*exc)
-
-    def relayed(self) -> list[str]:
-        """What the client received, but the answers to its tools/call requests."""
-        calls = {m.id for m in self.sent if getattr(m, "method", None) == "tools/call"}
-        return [text for text in self.received if json.loads(text).get("id") not in calls]
-
-
-def _wire(message: Any) -> str:
-    return message.model_dump_json(by_alias=True, exclude_unset=True)  # as stdio writes it
 
 
 @pytest.mark.filterwarnings("ignore:ping is removed")  # the handshake era still has it
