@@ -602,3 +602,33 @@ def test_a_check_tool_the_upstream_lacks_is_a_clear_error_not_a_crash(shop, span
     assert refused.is_error and payload(refused)["error_code"] == "proxy_misconfigured"
     assert "get_refund_state" in payload(refused)["message"]
     assert shop.refunds == [] and listed.tools
+
+
+@pytest.mark.slow
+def test_the_cli_serves_streamable_http_in_front_of_a_stdio_upstream(tmp_path):
+    import subprocess
+    import sys
+
+    from ..services import wait_for_port
+
+    config = tmp_path / "proxy.toml"
+    config.write_text('timeout_s = 10\n[tools.get_refund_status]\nside_effect = "read"\n')
+    port = free_port()
+    command = [sys.executable, "-m", "toolspan.cli", "mcp", "proxy", "--config", str(config)]
+    command += ["--serve", "http", "--port", str(port)]
+    command += ["--", sys.executable, "-m", "tests.integrations.mcp_proxy_server"]
+    process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, timeout_s=60)
+
+        async def test():
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode=MODES[1]) as client:
+                return await client.call_tool("get_refund_status", {"order_id": "A-12"})
+
+        result = anyio.run(test)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert not result.is_error
+    assert result.structured_content == {"result": "not refunded"}
+    assert payload(result)["status"] == "succeeded"
