@@ -6,9 +6,10 @@ reached by a real SDK client over stdio twice at once: directly, and through
 with no exporter). Calls alternate between the two so load changes hit both
 alike; each call's wall time is measured on the client. Printed: p50 and p99
 of each, the added latency (proxy - direct) and the ratio, and the load
-average before and after (the machine may be shared), and the CPU time the
-proxy process spent per measured call (from /proc: load-independent, what an
-idle machine would add on top of one more stdio hop each way).
+average before and after (the machine may be shared), and the CPU time per
+measured call of the proxy process and of the direct server process (from
+/proc: load-robust where wall time on a shared machine is not; the proxy's
+figure is what it adds on top of one more stdio hop each way).
 
     .venv/bin/python bench/mcp_proxy_bench.py [--calls 1000] [--warmup 100]
 """
@@ -51,7 +52,9 @@ def _upstream() -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--serve"]
 
 
-async def measure(calls: int, warmup: int, config: Path) -> tuple[list[float], list[float], float]:
+async def measure(
+    calls: int, warmup: int, config: Path
+) -> tuple[list[float], list[float], dict[str, float]]:
     direct_cmd = _upstream()
     proxy_args = ["-m", "toolspan.cli", "mcp", "proxy", "--config", str(config), "--"]
     direct = StdioServerParameters(command=direct_cmd[0], args=direct_cmd[1:], cwd=str(REPO))
@@ -63,7 +66,7 @@ async def measure(calls: int, warmup: int, config: Path) -> tuple[list[float], l
         clients = {"direct": plain, "proxy": guarded}
         for n in range(warmup + calls):
             if n == warmup:
-                cpu_before = _proxy_cpu_s()
+                cpu_before = _children_cpu_s()
             for name, client in clients.items():
                 # A new order each call: the same answer to the same call is a loop to the proxy.
                 arguments = {"order_id": f"A-{n}"}
@@ -73,22 +76,28 @@ async def measure(calls: int, warmup: int, config: Path) -> tuple[list[float], l
                 assert not result.is_error, result
                 if n >= warmup:
                     times[name].append(elapsed)
-        proxy_cpu_s = _proxy_cpu_s() - cpu_before
-    return times["direct"], times["proxy"], proxy_cpu_s
+        cpu_after = _children_cpu_s()
+    cpu_s = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
+    return times["direct"], times["proxy"], cpu_s
 
 
-def _proxy_cpu_s() -> float:
-    """User + system CPU seconds of this process's ``toolspan mcp proxy`` child (Linux /proc)."""
+def _children_cpu_s() -> dict[str, float]:
+    """User + system CPU seconds of this process's children (Linux /proc): the
+    ``toolspan mcp proxy`` process and the direct server's (the proxy's own
+    upstream is its child, not ours)."""
     tick = os.sysconf("SC_CLK_TCK")
+    found = {"direct": float("nan"), "proxy": float("nan")}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and b"mcp\0proxy" in cmdline:
-            return (int(fields[11]) + int(fields[12])) / tick
-    return float("nan")
+        if int(fields[1]) != os.getpid():
+            continue
+        name = "proxy" if b"mcp\0proxy" in cmdline else "direct"
+        found[name] = (int(fields[11]) + int(fields[12])) / tick
+    return found
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -109,7 +118,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "proxy.toml"
         config.write_text(CONFIG)
-        direct, proxy, proxy_cpu_s = anyio.run(measure, args.calls, args.warmup, config)
+        direct, proxy, cpu_s = anyio.run(measure, args.calls, args.warmup, config)
     after = os.getloadavg()
     print(f"{args.calls} calls each over stdio ({args.warmup} warm-up), {os.cpu_count()} CPUs")
     print(f"load average (1 min) before {before[0]:.2f}, after {after[0]:.2f}")
@@ -119,7 +128,11 @@ def main() -> int:
             f"{name:8} {_percentile(values, 0.5) * 1e3:8.3f} {_percentile(values, 0.99) * 1e3:8.3f}"
             f" {statistics.fmean(values) * 1e3:8.3f}"
         )
-    print(f"proxy process CPU per call: {proxy_cpu_s / args.calls * 1e3:.3f} ms")
+    print(
+        f"CPU per call: proxy process {cpu_s['proxy'] / args.calls * 1e3:.3f} ms,"
+        f" direct server process {cpu_s['direct'] / args.calls * 1e3:.3f} ms"
+        f" (proxy/direct {cpu_s['proxy'] / cpu_s['direct']:.2f}x)"
+    )
     for label, q in (("p50", 0.5), ("p99", 0.99)):
         base, through = _percentile(direct, q), _percentile(proxy, q)
         print(
