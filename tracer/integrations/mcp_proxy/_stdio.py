@@ -1,9 +1,10 @@
 """Serving the client on the process's stdin/stdout through the event loop's pipes.
 
-The SDK's ``stdio_server`` reads and writes each line in a worker thread; a
-proxy handles two of those lines per call on this side alone, so it reads
-and writes the pipes with asyncio's own pipe transports instead (no thread
-hand-off per line). Where stdin or stdout is not a pipe (a file, a
+The SDK's ``stdio_server`` reads and writes each line in a worker thread and
+hands it over through a memory stream; a proxy handles two of those lines
+per call on this side alone, so it reads and writes the pipes with asyncio's
+own pipe transports instead, in the task that needs the line (no thread or
+task hand-off per line). Where stdin or stdout is not a pipe (a file, a
 terminal), the SDK's transport serves as before.
 """
 
@@ -15,8 +16,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
-from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
@@ -36,34 +35,41 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
         async with stdio_server() as streams:
             yield streams
         return
-    to_proxy, read = create_context_streams[SessionMessage | Exception](0)
-    write, from_proxy = create_context_streams[SessionMessage](0)
-
-    async def receive() -> None:
-        async with to_proxy:
-            while line := await reader.readline():
-                try:
-                    message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:  # a line that is not JSON-RPC: reported, not fatal
-                    await to_proxy.send(exc)
-                    continue
-                await to_proxy.send(SessionMessage(message))
-
-    async def send() -> None:
-        async with from_proxy:
-            async for item in from_proxy:
-                text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                writer.write(text.encode() + b"\n")
-                await writer.drain()
-
     try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(receive)
-            group.start_soon(send)
-            yield read, write
-            group.cancel_scope.cancel()
+        yield _Lines(reader), _Writer(writer)
     finally:
         writer.close()
+
+
+class _Lines:
+    """The client's messages, parsed in the task that reads them (no hand-off)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except Exception as exc:  # a line that is not JSON-RPC: reported, not fatal
+            return exc
+
+
+class _Writer:
+    """Writes each message in the task that sends it: one line, whole (no hand-off)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def send(self, item: SessionMessage) -> None:
+        text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        self._writer.write(text.encode() + b"\n")
+        await self._writer.drain()  # returns at once unless the client reads slowly
 
 
 async def _pipes() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
