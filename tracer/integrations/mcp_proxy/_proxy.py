@@ -343,6 +343,8 @@ class McpProxy:
         return Declaration(side_effect=listed.side_effect, idempotent=listed.idempotent)
 
     async def _executor_for(self, meta: Mapping[str, Any]) -> AsyncExecutor:
+        if self._executor is not None:  # listed: no lock, whose acquiring yields to the loop
+            return self._executor
         async with self._listing:
             if self._executor is None:
                 listed = await self._list_tools(meta)

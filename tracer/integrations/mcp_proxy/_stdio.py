@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import asynccontextmanager, suppress
+from typing import Any, cast
 
+import anyio
+from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT, get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
-__all__ = ["stdio_streams"]
+__all__ = ["server_process", "stdio_streams"]
 
 _LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; large results happen
 
@@ -42,7 +45,7 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
 
 
 class _Lines:
-    """The client's messages, parsed in the task that reads them (no hand-off)."""
+    """Messages from a pipe, parsed in the task that reads them (no hand-off)."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
@@ -61,15 +64,20 @@ class _Lines:
 
 
 class _Writer:
-    """Writes each message in the task that sends it: one line, whole (no hand-off)."""
+    """Writes each message to a pipe in the task that sends it: one line, whole (no hand-off)."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
 
     async def send(self, item: SessionMessage) -> None:
         text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        self._writer.write(text.encode() + b"\n")
-        await self._writer.drain()  # returns at once unless the client reads slowly
+        if self._writer.is_closing():
+            raise anyio.BrokenResourceError("the other side closed the pipe")
+        try:
+            self._writer.write(text.encode() + b"\n")
+            await self._writer.drain()  # returns at once unless the reader is slow
+        except (ConnectionError, RuntimeError) as exc:
+            raise anyio.BrokenResourceError("the other side closed the pipe") from exc
 
 
 async def _pipes() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -87,3 +95,43 @@ async def _pipes() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         stdout.close()
         raise
     return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+@asynccontextmanager
+async def server_process(
+    command: str, args: list[str], cwd: str | None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """(read, write) streams of :class:`SessionMessage` over a server process's stdout/stdin.
+
+    Started as the SDK's ``stdio_client`` starts it (its default environment, a
+    session of its own, stderr inherited) and stopped as it stops it: stdin
+    closed, a grace period, then the process group terminated.
+    """
+    process = await asyncio.create_subprocess_exec(
+        command,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=get_default_environment(),
+        cwd=cwd,
+        start_new_session=True,
+        limit=_LINE_LIMIT,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        yield _Lines(process.stdout), _Writer(process.stdin)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _stop(process)
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    assert process.stdin is not None
+    with suppress(OSError, RuntimeError):
+        process.stdin.close()
+    with anyio.move_on_after(PROCESS_TERMINATION_TIMEOUT):
+        while process.returncode is None:
+            await anyio.sleep(0.01)  # not wait(): it also waits for the pipes' EOF
+        return
+    # duck-typed: it reads the pid and returncode only
+    await terminate_posix_process_tree(cast(Any, process), PROCESS_TERMINATION_TIMEOUT)

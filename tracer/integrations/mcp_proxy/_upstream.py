@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId
 
 from ..._errors import ToolError
+from ._stdio import server_process
 
 __all__ = ["CLOSED", "Connect", "Upstream", "http_upstream", "stdio_upstream"]
 
@@ -53,9 +55,15 @@ def _closed(message: str = "the upstream MCP server closed the connection") -> T
 
 
 def stdio_upstream(command: str, args: list[str], *, cwd: str | None = None) -> Connect:
-    """Launch ``command args``; talk over its stdin/stdout (a new process per connection)."""
-    params = StdioServerParameters(command=command, args=args, cwd=cwd)
-    return lambda: stdio_client(params)
+    """Launch ``command args``; talk over its stdin/stdout (a new process per connection).
+
+    On POSIX through the event loop's pipes, each line read and written in the
+    task that needs it; elsewhere through the SDK's ``stdio_client``.
+    """
+    if sys.platform == "win32":  # pragma: no cover
+        params = StdioServerParameters(command=command, args=args, cwd=cwd)
+        return lambda: stdio_client(params)
+    return lambda: server_process(command, args, cwd)
 
 
 def http_upstream(url: str) -> Connect:
@@ -165,6 +173,8 @@ class Upstream:
             await self._write.send(SessionMessage(cancelled, None))
 
     async def _connected(self) -> Any:
+        if self._write is not None:  # connected: no lock, whose acquiring yields to the loop
+            return self._write
         async with self._lock:
             if self._write is not None:
                 return self._write
