@@ -449,6 +449,48 @@ def test_over_stdio_the_upstream_crashing_or_hanging_gets_a_clear_error(tmp_path
     assert traces.stat().st_size > 0
 
 
+def _children_running(marker: bytes) -> list[int]:
+    """Pids of this process's children whose command line holds ``marker`` (Linux /proc)."""
+    import os
+
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if ppid == os.getpid() and marker in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+def test_a_stdio_upstream_serves_through_its_pipes_and_is_stopped_with_the_proxy(spans):
+    import sys
+
+    from toolspan.tracer.integrations.mcp_proxy import stdio_upstream
+
+    marker = b"tests.integrations.mcp_proxy_server"
+    connect = stdio_upstream(
+        sys.executable, ["-m", "tests.integrations.mcp_proxy_server"], cwd=str(REPO)
+    )
+    proxy = McpProxy(connect, parse_config(DECLARED), tracer_provider=spans.provider)
+
+    async def test():
+        async with Client(ThroughProxy(proxy), mode="legacy") as client:
+            read = await client.call_tool("get_refund_status", {"order_id": "A-7"})
+            prompt = await client.get_prompt("greeting", {"name": "Ada"})
+            running = _children_running(marker)
+        return read, prompt, running
+
+    read, prompt, running = anyio.run(test)
+    assert not read.is_error and read.structured_content == {"result": "not refunded"}
+    assert "Ada" in prompt.messages[0].content.text
+    assert len(running) == 1  # one server process while the proxy served
+    assert _children_running(marker) == []  # stopped (and reaped) when the proxy stopped
+
+
 # -- the tasks extension: MCP's own read-back -------------------------------------------------
 
 TASKS = {
