@@ -449,6 +449,37 @@ def test_over_stdio_the_upstream_crashing_or_hanging_gets_a_clear_error(tmp_path
     assert traces.stat().st_size > 0
 
 
+def test_a_client_gone_before_its_answer_leaves_the_proxy_serving(shop, spans, clock, caplog):
+    from mcp.shared.message import SessionMessage
+
+    proxy = make_proxy(shop, spans, clock)
+    initialize = mcp_types.JSONRPCRequest(
+        jsonrpc="2.0",
+        id=1,
+        method="initialize",
+        params={
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "gone", "version": "1"},
+        },
+    )
+
+    async def test():
+        to_proxy, proxy_reads = create_context_streams[Any](1)
+        proxy_writes, client_reads = create_context_streams[Any](1)
+        client_reads.close()  # the client stopped reading before its answer came
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(proxy.serve, proxy_reads, proxy_writes)
+                await to_proxy.send(SessionMessage(initialize))
+                while "the client closed its side" not in caplog.text:
+                    await anyio.sleep(0)  # the upstream answers in this event loop
+                await to_proxy.aclose()  # serve returns: nothing was raised out of it
+
+    anyio.run(test)
+    assert "dropped a JSONRPCResponse: the client closed its side" in caplog.text
+
+
 def _children_running(marker: bytes) -> list[int]:
     """Pids of this process's children whose command line holds ``marker`` (Linux /proc)."""
     import os

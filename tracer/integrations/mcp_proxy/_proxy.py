@@ -31,6 +31,7 @@ from typing import Any
 import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types import (
     INTERNAL_ERROR,
     REQUEST_TIMEOUT,
@@ -76,6 +77,7 @@ RESULT_META_KEY = "toolspan/result"
 # What the proxy reads off a call's ``_meta`` and does not forward as it is.
 _TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})
 _OWN_KEYS = frozenset({CONVERSATION_META_KEY, REQUEST_META_KEY, IDEMPOTENCY_META_KEY})
+_NOT_FORWARDED = _TRACE_KEYS | _OWN_KEYS
 # The envelope a 2026-07-28 request carries, copied onto the proxy's own requests.
 _ENVELOPE = (
     mcp_types.PROTOCOL_VERSION_META_KEY,
@@ -173,9 +175,11 @@ class McpProxy:
         """
 
         async def reply(message: JSONRPCMessage) -> None:
-            from mcp.shared.message import SessionMessage
-
-            await write.send(SessionMessage(message))
+            try:
+                await write.send(SessionMessage(message))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                # The client is gone: nobody to answer, and the other calls go on.
+                _log.warning("dropped a %s: the client closed its side", type(message).__name__)
 
         async with self.running():
             self._client = reply
@@ -326,7 +330,7 @@ class McpProxy:
             request_id=_text(meta.get(REQUEST_META_KEY)) or conversation,
             declaration=self._declaration(executor, name),
         )
-        forwarded = {k: v for k, v in meta.items() if k not in _TRACE_KEYS | _OWN_KEYS}
+        forwarded = {k: v for k, v in meta.items() if k not in _NOT_FORWARDED}
         state_token = _CALL.set(_CallState(forwarded, request.id, conversation))
         try:
             return await executor.execute(call)
