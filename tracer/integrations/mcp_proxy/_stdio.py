@@ -1,12 +1,12 @@
-"""Serving the client on the process's stdin/stdout through the event loop's pipes.
+"""Both stdio sides of the proxy through the event loop's pipes.
 
 The SDK's ``stdio_server`` reads and writes each line in a worker thread and
-hands it over through a memory stream; a proxy handles two of those lines
-per call on this side alone, so it reads and writes the pipes with asyncio's
-own pipe transports instead, in the task that needs the line (no thread or
-task hand-off per line). Where stdin or stdout is not a pipe (a file, a
-terminal), the SDK's transport serves as before.
-"""
+its ``stdio_client`` in tasks of its own, handing every line over through a
+memory stream. A proxy handles four lines per call (two on each side), so
+it reads and writes the pipes with asyncio's own transports instead, in the
+task that needs the line (no thread or task hand-off per line). Where the
+proxy's stdin or stdout is not a pipe (a file, a terminal), the SDK's
+``stdio_server`` serves as before."""
 
 from __future__ import annotations
 
