@@ -17,6 +17,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "toolspan.analyzer.cli": ("analyze", "sql", "clickhouse"),
     "toolspan.dashboard.cli": ("dashboard",),
     "toolspan.serve.cli": ("serve",),
+    "toolspan.tracer.integrations.mcp_proxy._cli": ("mcp",),
 }
 
 

@@ -13,6 +13,7 @@ import pytest
 PUBLIC_MODULES = [
     "toolspan.tracer",
     "toolspan.tracer.store",
+    "toolspan.tracer.integrations.mcp_proxy",
     "toolspan.analyzer",
     "toolspan.dashboard",
     "toolspan.serve",

@@ -1,0 +1,137 @@
+"""Both stdio sides of the proxy through the event loop's pipes.
+
+The SDK's ``stdio_server`` reads and writes each line in a worker thread and
+its ``stdio_client`` in tasks of its own, handing every line over through a
+memory stream. A proxy handles four lines per call (two on each side), so
+it reads and writes the pipes with asyncio's own transports instead, in the
+task that needs the line (no thread or task hand-off per line). Where the
+proxy's stdin or stdout is not a pipe (a file, a terminal), the SDK's
+``stdio_server`` serves as before."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any, cast
+
+import anyio
+from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT, get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared.message import SessionMessage
+from mcp_types import jsonrpc_message_adapter
+
+__all__ = ["server_process", "stdio_streams"]
+
+_LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; large results happen
+
+
+@asynccontextmanager
+async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
+    """(read, write) streams of :class:`SessionMessage` over stdin/stdout."""
+    try:
+        reader, writer = await _pipes()
+    except (OSError, ValueError):  # not pipes: the SDK's threaded transport
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as streams:
+            yield streams
+        return
+    try:
+        yield _Lines(reader), _Writer(writer)
+    finally:
+        writer.close()
+
+
+class _Lines:
+    """Messages from a pipe, parsed in the task that reads them (no hand-off)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except Exception as exc:  # a line that is not JSON-RPC: reported, not fatal
+            return exc
+
+
+class _Writer:
+    """Writes each message to a pipe in the task that sends it: one line, whole (no hand-off)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def send(self, item: SessionMessage) -> None:
+        text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        if self._writer.is_closing():
+            raise anyio.BrokenResourceError("the other side closed the pipe")
+        try:
+            self._writer.write(text.encode() + b"\n")
+            await self._writer.drain()  # returns at once unless the reader is slow
+        except (ConnectionError, RuntimeError) as exc:
+            raise anyio.BrokenResourceError("the other side closed the pipe") from exc
+
+
+async def _pipes() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+    stdin = os.fdopen(os.dup(0), "rb", buffering=0)
+    stdout = os.fdopen(os.dup(1), "wb", buffering=0)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(loop=loop), stdout
+        )
+    except BaseException:
+        stdin.close()
+        stdout.close()
+        raise
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+@asynccontextmanager
+async def server_process(
+    command: str, args: list[str], cwd: str | None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """(read, write) streams of :class:`SessionMessage` over a server process's stdout/stdin.
+
+    Started as the SDK's ``stdio_client`` starts it (its default environment, a
+    session of its own, stderr inherited) and stopped as it stops it: stdin
+    closed, a grace period, then the process group terminated.
+    """
+    process = await asyncio.create_subprocess_exec(
+        command,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=get_default_environment(),
+        cwd=cwd,
+        start_new_session=True,
+        limit=_LINE_LIMIT,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        yield _Lines(process.stdout), _Writer(process.stdin)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _stop(process)
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    assert process.stdin is not None
+    with suppress(OSError, RuntimeError):
+        process.stdin.close()
+    with anyio.move_on_after(PROCESS_TERMINATION_TIMEOUT):
+        while process.returncode is None:
+            await anyio.sleep(0.01)  # not wait(): it also waits for the pipes' EOF
+        return
+    # duck-typed: it reads the pid and returncode only
+    await terminate_posix_process_tree(cast(Any, process), PROCESS_TERMINATION_TIMEOUT)
