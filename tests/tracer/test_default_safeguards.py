@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolspan.tracer import Executor, Safeguards, Tool, ToolCall
+from toolspan.tracer.store import MemoryStore
 from toolspan.tracer.testing import FakeClock
 
 from .conftest import Scripted, Spans
@@ -75,3 +76,17 @@ def test_each_executor_keeps_its_own_memory_and_a_store_shares_it(spans):
     executor(spans, timing_out, safeguards=shared).execute(sms_call("c3"))
     again = executor(spans, tools, safeguards=shared).execute(sms_call("c4"))
     assert again.status == "read_back_required" and len(gateway.calls) == 2
+
+
+def test_guard_state_of_old_conversations_is_swept_without_any_claim():
+    """Reads alone (no key ever claimed) must not grow the in-memory guards forever."""
+    clock = FakeClock(1_700_000_000.0)
+    store = MemoryStore(clock=clock)
+    guards = Safeguards(store=store, guard_ttl_s=60.0, detect_store_loss=False)
+    agent = Executor([Tool("get_order", Scripted(*[{"ok": 1}] * 200))], safeguards=guards)
+    for n in range(100):
+        agent.execute(ToolCall("get_order", f"c{n}", {}, f"conv-{n}", request_id=f"r{n}"))
+    assert len(store._guards) >= 100
+    clock.advance(3600.0)
+    agent.execute(ToolCall("get_order", "late", {}, "conv-late", request_id="r-late"))
+    assert len(store._guards) < 5
