@@ -53,7 +53,7 @@ from ._result import RETRYABLE_STATUSES, Status, ToolResult, package
 from ._safeguards import LeaseKeeper, Safeguards
 from ._spans import SpanWriter, base_attributes
 from ._throttle import ThrottledWarning
-from ._tool import Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
+from ._tool import NOT_PENDING, Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
 from .store import StoreError
 from .store._fleet import Admission
 
@@ -147,9 +147,12 @@ class Run:
         "call_token",
         "claim_token",
         "context_token",
+        "ended_at",
         "error",
         "fn",
+        "hold_until",
         "keeper",
+        "pending_since",
         "plan",
         "safe_to_repeat",
         "span",
@@ -175,6 +178,12 @@ class Run:
         self.keeper: LeaseKeeper | None = None
         # The circuit breaker's admission of the attempt in flight, until reported.
         self.admission: Admission | None = None
+        # Absence proves nothing while a request may still commit: when the last
+        # attempt failed, since when the store may have forgotten the key (it lost
+        # data), and until when the claim is held when the call ends.
+        self.ended_at: float | None = None
+        self.pending_since: float | None = None
+        self.hold_until: float | None = None
 
     # Set by ``Core.begin`` once the call is valid, and by each INVOKE.
     tool: Tool
@@ -200,6 +209,7 @@ class _Plan:
         "always_safe",
         "keyed_safe",
         "keys_resources",
+        "lease_s",
         "policy",
         "quick_arguments",
         "schema_version",
@@ -219,6 +229,10 @@ class _Plan:
         # Reads are always safe to repeat; an idempotent write when its call has a key.
         self.always_safe = declared.side_effect != "write"
         self.keyed_safe = declared.idempotent
+        # The claim's lease outlasts the service's commit window (keys honoured: none).
+        guards = core.safeguards
+        window = 0.0 if declared.idempotent else declared.commit_window_s
+        self.lease_s = guards.lease_for(window) if guards is not None else 0.0
         # Checking and redacting a call's arguments in one pass, where they fuse
         # (a redactor of toolspan's own rules and a schema of plain fields).
         self.quick_arguments = (
@@ -359,6 +373,7 @@ class Core:
             )
             return self._read_back_answered(run, _UNKNOWN)
         self._leave(run)
+        run.ended_at = self.clock()
         error = to_tool_error(exc)
         if error is None:
             self._crashed(run, exc)
@@ -415,7 +430,9 @@ class Core:
         run.call_token = _CURRENT_CALL.set(run.call)
         if run.claim_token is not None and self.safeguards is not None:
             assert run.call.idempotency_key is not None
-            run.keeper = self.safeguards.keep_lease(run.call.idempotency_key, run.claim_token)
+            run.keeper = self.safeguards.keep_lease(
+                run.call.idempotency_key, run.claim_token, run.plan.lease_s
+            )
         run.fn = run.tool.fn
         run.asking = _ATTEMPT
         return INVOKE
@@ -446,6 +463,12 @@ class Core:
             if verdict == "found":
                 self._attempt_failed(run, error, 0.0)
                 return self._finish_ok(run, read_back, reconciled=True)
+            assert run.ended_at is not None
+            wait = self._commit_wait(run, read_back, run.ended_at + run.tool.commit_window_s)
+            if wait > 0:
+                run.attempt_span.set_attribute(attr.READ_BACK, "pending")
+                self._attempt_failed(run, error, 0.0)
+                return self._still_pending(run, error, wait)
             # The effect is absent: running the write once more is safe.
             run.safe_to_repeat = verdict == "absent"
         decision = run.plan.policy.decide(
@@ -729,7 +752,7 @@ class Core:
 
     def _claim(self, guards: Safeguards, run: Run, key: str) -> Action:
         fingerprint = digest(canonical_json(run.arguments), self.hash_key)
-        claim = guards.claim(key, fingerprint)
+        claim = guards.claim(key, fingerprint, run.plan.lease_s)
         if claim.outcome == "replay":
             return self._finish_ok(run, orjson.loads(claim.result or b"null"), replayed=True)
         if claim.outcome == "conflict":
@@ -769,6 +792,9 @@ class Core:
         new = claim.store_new and guards.detect_store_loss
         if new:
             run.span.set_attribute(attr.STORE_NEW, True)
+        if lost and claim.suspect_for_s is not None:
+            # A request for this key sent before the store lost it may still commit.
+            run.pending_since = self.clock() - claim.suspect_for_s
         if not lost and not guards.must_read_back(key, claim):
             if not (new and run.tool.read_back):
                 return self._spend_attempt(guards, run)
@@ -821,8 +847,47 @@ class Core:
                 "unknown_outcome",
                 "the read-back failed, so the earlier run's outcome stays unknown",
             )
+        if run.pending_since is not None:
+            wait = self._commit_wait(run, answer, run.pending_since + run.plan.lease_s)
+            if wait > 0:
+                # Treated as a record in flight (its owner last seen when the store
+                # forgot it): held, so no worker runs the key before its lease would end.
+                run.span.set_attribute(attr.READ_BACK, "pending")
+                run.hold_until = self.clock() + wait
+                return self._failed(
+                    run,
+                    "in_progress",
+                    "in_progress",
+                    "the idempotency store lost its records recently, so a request for "
+                    "this key may still be in flight at the service; nothing was executed",
+                    retry_after_s=round(wait, 3),
+                )
         run.binds = True  # absent: what runs now is this call's own effect
         return self._spend_attempt(guards, run)
+
+    def _commit_wait(self, run: Run, answer: Any, until: float) -> float:
+        """Seconds until a read-back's "absent" may be trusted (0: now).
+
+        A request still in flight can commit after the read-back looked: a service
+        that honours the key dedupes it, and `NOT_PENDING` says none is pending."""
+        if answer is NOT_PENDING or (run.tool.idempotent and run.call.idempotency_key):
+            return 0.0
+        return max(0.0, until - self.clock())
+
+    def _still_pending(self, run: Run, error: ToolError, wait: float) -> ToolResult:
+        """The read-back found nothing, but the failed request may still commit."""
+        run.span.set_attribute(attr.READ_BACK, "pending")
+        run.hold_until = self.clock() + wait
+        return self._failed(
+            run,
+            "unsafe_retry",
+            "unknown_outcome",
+            "the read-back found no effect, but the service may still commit the request "
+            f"for {wait:.3g} s (the tool's commit_window_s), so it was not repeated: "
+            + self.redactor.text(error.message),
+            retry_after_s=round(wait, 3),
+            http_status=error.status_code,
+        )
 
     def _spend_attempt(self, guards: Safeguards, run: Run) -> Action:
         """Spend one attempt of the turn budget, then start the attempt."""
@@ -852,7 +917,7 @@ class Core:
         guards, key, token = self.safeguards, run.call.idempotency_key, run.claim_token
         assert guards is not None and key is not None and token is not None
         try:
-            if guards.renew(key, token):
+            if guards.renew(key, token, run.plan.lease_s):
                 return None
         except StoreError as exc:
             result = self._store_failed(run, exc)
@@ -897,14 +962,17 @@ class Core:
             if token is not None and call.idempotency_key:
                 run.claim_token = None
                 last_code = run.error.code if run.error is not None else None
+                effect_unknown = (
+                    last_code in AMBIGUOUS_CODES or result.error_code == "unknown_outcome"
+                )
                 guards.settle(
                     call.idempotency_key,
                     token,
                     call.call_id,
                     result=None if result.replayed else encoded,
-                    effect_unknown=last_code in AMBIGUOUS_CODES
-                    or result.error_code == "unknown_outcome",
+                    effect_unknown=effect_unknown,
                     binds=run.binds,
+                    hold_s=None if result.ok else self._hold_s(run, effect_unknown),
                 )
             if run.call_identity:
                 answer = result_hash if result.ok else (result.error_code or result.status)
@@ -923,6 +991,19 @@ class Core:
                 "could not record the result in the store: %s", self.redactor.text(str(exc))
             )
 
+    def _hold_s(self, run: Run, effect_unknown: bool) -> float | None:
+        """How long a claim ending unsettled stays held: while its last request may
+        still commit (None: not at all)."""
+        until = run.hold_until
+        if effect_unknown and run.ended_at is not None:
+            window_end = run.ended_at + run.tool.commit_window_s
+            if self._commit_wait(run, None, window_end) > 0:
+                until = max(until or window_end, window_end)
+        if until is None:
+            return None
+        left = until - self.clock()
+        return left if left > 0 else None
+
     def _remember_checks(self, guards: Safeguards, run: Run, result: ToolResult) -> None:
         """Unkeyed writes left unknown wait for a check; a check tool's success clears them."""
         call = run.call
@@ -940,4 +1021,4 @@ def _verdict(answer: Any) -> str:
     """What a read-back answer says about the write's effect."""
     if answer is _UNKNOWN:
         return "failed"
-    return "absent" if answer is None else "found"
+    return "absent" if answer is None or answer is NOT_PENDING else "found"
