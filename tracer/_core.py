@@ -4,7 +4,7 @@ As tenacity's ``iter()`` does, each step of :class:`Core` returns the next
 *action* for a driver (:class:`~toolspan.tracer.Executor` or
 :class:`~toolspan.tracer.AsyncExecutor`) to perform:
 
-* :data:`INVOKE`: call ``run.fn(**run.arguments)`` (the tool, or its
+* :data:`INVOKE`: call ``run.fn(**run.kwargs)`` (the tool, or its
   read-back) and report what it returned (:meth:`Core.returned`) or raised
   (:meth:`Core.raised`);
 * :class:`Sleep`: wait ``delay_s`` before the next attempt, then report
@@ -44,13 +44,15 @@ from ._batch import resource_of
 from ._breaker import CircuitBreaker, Transition
 from ._budget import RetryBudget
 from ._canonical import canonical_json, digest
+from ._current import CURRENT_CALL, current_call
 from ._errors import ConfigurationError, ToolError
 from ._hooks import Hook, dispatch_attempt, dispatch_call
-from ._next import next_step
+from ._next import Next, next_step
 from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._redact import Redactor
 from ._result import RETRYABLE_STATUSES, Status, ToolResult, package
 from ._safeguards import LeaseKeeper, Safeguards
+from ._signature import KEY_PARAMETER, takes_key
 from ._spans import SpanWriter, base_attributes
 from ._throttle import ThrottledWarning
 from ._tool import NOT_PENDING, Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
@@ -62,25 +64,14 @@ __all__ = ["INVOKE", "Action", "Core", "Invoke", "Run", "Sleep", "current_call"]
 _log = logging.getLogger("toolspan.tracer")
 _sha256 = hashlib.sha256
 
-_CURRENT_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
-    "toolspan_current_call", default=None
-)
-
-
-def current_call() -> ToolCall | None:
-    """The tool call being executed, inside a tool function (else ``None``).
-
-    Tools use it to forward the idempotency key to their service, e.g. as
-    an ``Idempotency-Key`` header.
-    """
-    return _CURRENT_CALL.get()
+_CURRENT_CALL = CURRENT_CALL  # the bench's attempt loop sets it as the core does
 
 
 # -- actions -------------------------------------------------------------------------
 
 
 class Invoke:
-    """The action "call ``run.fn(**run.arguments)`` and report back".
+    """The action "call ``run.fn(**run.kwargs)`` and report back".
 
     One instance, :data:`INVOKE`, serves every call: what to invoke is on the
     run, so asking costs no allocation on the hot path.
@@ -152,12 +143,14 @@ class Run:
         "fn",
         "hold_until",
         "keeper",
+        "kwargs",
         "pending_since",
         "plan",
         "safe_to_repeat",
         "span",
         "started_at",
         "tool",
+        "tool_kwargs",
         "total_wait_s",
     )
 
@@ -195,6 +188,10 @@ class Run:
     base_attributes: dict[str, Any]
     safe_to_repeat: bool
     fn: Callable[..., Any]
+    # What the pending INVOKE passes to ``fn``: the arguments, with the call's
+    # key where the function declares an ``idempotency_key`` parameter.
+    kwargs: dict[str, Any]
+    tool_kwargs: dict[str, Any]
     asking: int
     attempt_span: Span
     context_token: contextvars.Token[Context]
@@ -212,8 +209,10 @@ class _Plan:
         "lease_s",
         "policy",
         "quick_arguments",
+        "read_back_takes_key",
         "schema_version",
         "service",
+        "takes_key",
         "tool",
     )
 
@@ -233,6 +232,9 @@ class _Plan:
         guards = core.safeguards
         window = 0.0 if declared.idempotent else declared.commit_window_s
         self.lease_s = guards.lease_for(window) if guards is not None else 0.0
+        # The functions that receive the call's key as their ``idempotency_key``.
+        self.takes_key = declared._takes_key
+        self.read_back_takes_key = declared.read_back is not None and takes_key(declared.read_back)
         # Checking and redacting a call's arguments in one pass, where they fuse
         # (a redactor of toolspan's own rules and a schema of plain fields).
         self.quick_arguments = (
@@ -278,6 +280,11 @@ class Core:
             if declared.name in self.tools:
                 raise ConfigurationError(f"tool {declared.name!r} is declared twice")
             self.tools[declared.name] = declared
+        _check_references(self.tools)
+        # An unknown tool's answer lists the tools that exist, so the model can pick one.
+        self._unknown_next = Next(
+            "there is no tool by that name: use one of the listed tools", tuple(self.tools)
+        )
         self.policy = policy or RetryPolicy()
         self.spans = SpanWriter(tracer_provider, span_clock)
         self.redactor = redactor or Redactor()
@@ -308,7 +315,14 @@ class Core:
         plan = self._plans.get(call.name)
         if plan is None:
             span = self.spans.start_call(call, base_attributes(call, None), None)
-            return self._refused(span, call, None, "unknown_tool", f"no tool named {call.name!r}")
+            return self._refused(
+                span,
+                call,
+                None,
+                "unknown_tool",
+                f"no tool named {call.name!r}",
+                self._unknown_next,
+            )
         declared = plan.tool
         arguments, problem, redacted = parse_arguments(
             declared, call.arguments, plan.quick_arguments
@@ -327,6 +341,8 @@ class Core:
             resource = resource_of(declared, arguments)
             if resource is not None:
                 base[attr.RESOURCE_KEY] = self.redactor.text(resource)
+        if plan.takes_key and problem is None and KEY_PARAMETER in arguments:
+            problem = f"{KEY_PARAMETER!r} is set by the executor, not in the arguments"
         run.span = self.spans.start_call(
             call, base, args_bytes.decode(), args_hash, plan.schema_version, plan.service
         )
@@ -335,6 +351,9 @@ class Core:
         run.tool = declared
         run.plan = plan
         run.arguments = arguments
+        run.tool_kwargs = (
+            {**arguments, KEY_PARAMETER: call.idempotency_key} if plan.takes_key else arguments
+        )
         run.args_hash = args_hash
         run.started_at = self.clock()
         run.base_attributes = base
@@ -381,13 +400,11 @@ class Core:
         run.error = error
         if run.admission is not None:
             self._report(run, failed=error.code in run.plan.policy.retryable_codes)
-        if (
-            not run.safe_to_repeat
-            and run.tool.read_back is not None
-            and error.code in AMBIGUOUS_CODES
-        ):
-            # An ambiguous write failure the tool can settle by reading back.
-            return self._ask(run, run.tool.read_back, _READ_BACK_AFTER_FAILURE)
+        if run.tool.read_back is not None and error.code in AMBIGUOUS_CODES:
+            # An ambiguous write failure the tool can settle by reading back: the
+            # read-back runs before any repeat, keyed or not. A key protects only
+            # where the service honours it; a read-back sees the effect either way.
+            return self._ask_read_back(run, _READ_BACK_AFTER_FAILURE)
         return self._classify(run, error, _SKIPPED)
 
     def slept(self, run: Run, delay_s: float) -> Action:
@@ -400,8 +417,15 @@ class Core:
     # -- around each attempt ------------------------------------------------------
 
     @staticmethod
-    def _ask(run: Run, fn: Callable[..., Any], asking: int) -> Invoke:
-        run.fn = fn
+    def _ask_read_back(run: Run, asking: int) -> Invoke:
+        read_back = run.tool.read_back
+        assert read_back is not None
+        run.fn = read_back
+        run.kwargs = (
+            {**run.arguments, KEY_PARAMETER: run.call.idempotency_key}
+            if run.plan.read_back_takes_key
+            else run.arguments
+        )
         run.asking = asking
         return INVOKE
 
@@ -434,6 +458,7 @@ class Core:
                 run.call.idempotency_key, run.claim_token, run.plan.lease_s
             )
         run.fn = run.tool.fn
+        run.kwargs = run.tool_kwargs
         run.asking = _ATTEMPT
         return INVOKE
 
@@ -450,6 +475,45 @@ class Core:
         assert run.error is not None
         return self._classify(run, run.error, answer)
 
+    def _verdict(self, run: Run, answer: Any) -> str:
+        """What a read-back answer says about the write's effect: ``"found"``,
+        ``"absent"``, ``"pending"`` (absent, but a request may still commit: see
+        `_pending_s`) or ``"failed"`` (the read-back raised).
+
+        The one place that decides when "absent" is trusted, i.e. when a write
+        whose outcome was unknown may run (again): after a failed attempt and
+        before a claimed key whose earlier effect is unknown alike.
+        """
+        if answer is _UNKNOWN:
+            return "failed"
+        if answer is NOT_PENDING:
+            return "absent"  # the service says no request for it can still commit
+        if answer is not None:
+            return "found"
+        return "pending" if self._pending_s(run) > 0 else "absent"
+
+    def _pending_s(self, run: Run) -> float:
+        """How long a request for this write may still commit (0: none can).
+
+        After a failed attempt: the tool's ``commit_window_s`` from its end. For a
+        key the store lost: the lease its lost record could have had, from the loss
+        (a request sent before may still be at the service). A service that honours
+        the key dedupes a late request, so absence is trusted at once."""
+        if self._keyed(run):
+            return 0.0
+        if run.asking == _READ_BACK_AFTER_FAILURE and run.ended_at is not None:
+            until = run.ended_at + run.tool.commit_window_s
+        elif run.asking == _READ_BACK_FIRST and run.pending_since is not None:
+            until = run.pending_since + run.plan.lease_s
+        else:
+            return 0.0
+        return max(0.0, until - self.clock())
+
+    @staticmethod
+    def _keyed(run: Run) -> bool:
+        """A write whose call has a key its service honours (``idempotent``)."""
+        return run.plan.keyed_safe and bool(run.call.idempotency_key)
+
     def _classify(self, run: Run, error: ToolError, read_back: Any) -> Sleep | ToolResult:
         """After a failed attempt: a final result, or a sleep before the retry.
 
@@ -457,20 +521,18 @@ class Core:
         failure (``_SKIPPED`` when none was made, ``_UNKNOWN`` when it failed).
         """
         if read_back is not _SKIPPED:
-            verdict = _verdict(read_back)
+            verdict = self._verdict(run, read_back)
             run.attempt_span.set_attribute(attr.READ_BACK, verdict)
             run.span.set_attribute(attr.READ_BACK, verdict)
             if verdict == "found":
                 self._attempt_failed(run, error, 0.0)
                 return self._finish_ok(run, read_back, reconciled=True)
-            assert run.ended_at is not None
-            wait = self._commit_wait(run, read_back, run.ended_at + run.tool.commit_window_s)
-            if wait > 0:
-                run.attempt_span.set_attribute(attr.READ_BACK, "pending")
+            if verdict == "pending":
                 self._attempt_failed(run, error, 0.0)
-                return self._still_pending(run, error, wait)
-            # The effect is absent: running the write once more is safe.
-            run.safe_to_repeat = verdict == "absent"
+                return self._still_pending(run, error, self._pending_s(run))
+            # The effect is absent: running the write once more is safe. A failed
+            # read-back leaves what a key protects (where the service honours it).
+            run.safe_to_repeat = verdict == "absent" or self._keyed(run)
         decision = run.plan.policy.decide(
             error,
             attempt=run.attempt,
@@ -490,7 +552,7 @@ class Core:
         effect_unknown = (
             run.tool.is_write and error.code in AMBIGUOUS_CODES and not run.safe_to_repeat
         )
-        if run.tool.is_write and not (run.tool.idempotent and run.call.idempotency_key):
+        if run.tool.is_write and not self._keyed(run):
             run.safe_to_repeat = False  # a read-back's "absent" covers one repeat only
         if refused:
             assert self.retry_budget is not None
@@ -697,7 +759,13 @@ class Core:
         return result
 
     def _refused(
-        self, span: Span, call: ToolCall, declared: Tool | None, status: Status, message: str
+        self,
+        span: Span,
+        call: ToolCall,
+        declared: Tool | None,
+        status: Status,
+        message: str,
+        next_: Next | None = None,
     ) -> ToolResult:
         """The result of a call that never ran (its call span is open)."""
         result = ToolResult(
@@ -707,7 +775,7 @@ class Core:
             call_id=call.call_id,
             error_code=status,
             message=self.redactor.text(message),
-            next=next_step(declared, status, status),
+            next=next_ if next_ is not None else next_step(declared, status, status),
         )
         self._close(span, result, None, None)
         return result
@@ -804,13 +872,13 @@ class Core:
         run.span.set_attribute(attr.READ_BACK, "required")
         if run.tool.read_back is None:
             return self._reconcile(run, _SKIPPED)
-        return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
+        return self._ask_read_back(run, _READ_BACK_FIRST)
 
     def _check_first(self, run: Run) -> Action:
         """A repeat of an unkeyed write whose last outcome is unknown: check before it runs."""
         run.span.set_attribute(attr.READ_BACK, "required")
         if run.tool.read_back is not None:
-            return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
+            return self._ask_read_back(run, _READ_BACK_FIRST)
         check = run.tool.check_with
         how = f"call {check} first" if check else "no check tool is declared for it"
         return self._failed(
@@ -836,7 +904,7 @@ class Core:
                 "an earlier run of this action ended with an unknown outcome and the "
                 "tool declares no read-back",
             )
-        verdict = _verdict(answer)
+        verdict = self._verdict(run, answer)
         run.span.set_attribute(attr.READ_BACK, verdict)
         if verdict == "found":
             return self._finish_ok(run, answer, reconciled=True)
@@ -847,36 +915,24 @@ class Core:
                 "unknown_outcome",
                 "the read-back failed, so the earlier run's outcome stays unknown",
             )
-        if run.pending_since is not None:
-            wait = self._commit_wait(run, answer, run.pending_since + run.plan.lease_s)
-            if wait > 0:
-                # Treated as a record in flight (its owner last seen when the store
-                # forgot it): held, so no worker runs the key before its lease would end.
-                run.span.set_attribute(attr.READ_BACK, "pending")
-                run.hold_until = self.clock() + wait
-                return self._failed(
-                    run,
-                    "in_progress",
-                    "in_progress",
-                    "the idempotency store lost its records recently, so a request for "
-                    "this key may still be in flight at the service; nothing was executed",
-                    retry_after_s=round(wait, 3),
-                )
+        if verdict == "pending":
+            # Treated as a record in flight (its owner last seen when the store lost
+            # it): held, so no worker runs the key before that lease would have ended.
+            wait = self._pending_s(run)
+            run.hold_until = self.clock() + wait
+            return self._failed(
+                run,
+                "in_progress",
+                "in_progress",
+                "the idempotency store lost its records recently, so a request for "
+                "this key may still be in flight at the service; nothing was executed",
+                retry_after_s=round(wait, 3),
+            )
         run.binds = True  # absent: what runs now is this call's own effect
         return self._spend_attempt(guards, run)
 
-    def _commit_wait(self, run: Run, answer: Any, until: float) -> float:
-        """Seconds until a read-back's "absent" may be trusted (0: now).
-
-        A request still in flight can commit after the read-back looked: a service
-        that honours the key dedupes it, and `NOT_PENDING` says none is pending."""
-        if answer is NOT_PENDING or (run.tool.idempotent and run.call.idempotency_key):
-            return 0.0
-        return max(0.0, until - self.clock())
-
     def _still_pending(self, run: Run, error: ToolError, wait: float) -> ToolResult:
         """The read-back found nothing, but the failed request may still commit."""
-        run.span.set_attribute(attr.READ_BACK, "pending")
         run.hold_until = self.clock() + wait
         return self._failed(
             run,
@@ -995,10 +1051,8 @@ class Core:
         """How long a claim ending unsettled stays held: while its last request may
         still commit (None: not at all)."""
         until = run.hold_until
-        if effect_unknown and run.ended_at is not None:
-            window_end = run.ended_at + run.tool.commit_window_s
-            if self._commit_wait(run, None, window_end) > 0:
-                until = max(until or window_end, window_end)
+        if effect_unknown and run.ended_at is not None and not self._keyed(run):
+            until = max(until or 0.0, run.ended_at + run.tool.commit_window_s)
         if until is None:
             return None
         left = until - self.clock()
@@ -1017,8 +1071,16 @@ class Core:
             guards.forget_check(call.conversation_id, run.call_identity)
 
 
-def _verdict(answer: Any) -> str:
-    """What a read-back answer says about the write's effect."""
-    if answer is _UNKNOWN:
-        return "failed"
-    return "absent" if answer is None or answer is NOT_PENDING else "found"
+def _check_references(tools: dict[str, Tool]) -> None:
+    """Every ``check_with`` and ``next_tools`` names a tool the executor has:
+    the model is told to call them."""
+    for declared in tools.values():
+        named = [declared.check_with] if declared.check_with else []
+        missing = [name for name in [*named, *declared.next_tools] if name not in tools]
+        if missing:
+            raise ConfigurationError(
+                f"tool {declared.name!r} names tools this executor does not have: "
+                + ", ".join(repr(name) for name in missing)
+                + "; it has: "
+                + ", ".join(repr(name) for name in tools)
+            )
