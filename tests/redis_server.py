@@ -66,6 +66,10 @@ class RedisServer(Running):
         self.port = 0
 
     @property
+    def persistence(self) -> Persistence:
+        return self._persistence
+
+    @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
