@@ -810,6 +810,16 @@ class Core:
                 return self._claim(guards, run, call.idempotency_key)
             if run.tool.is_write and not call.idempotency_key:
                 checked = guards.check_state(call.conversation_id, run.call_identity)
+                if checked is not None and guards.write_pending(
+                    call.conversation_id, run.call_identity
+                ):
+                    return self._failed(
+                        run,
+                        "in_progress",
+                        "in_progress",
+                        "an earlier run of this exact write in this conversation may still "
+                        "be committing at its service; nothing was executed",
+                    )
                 if checked == "waiting":
                     return self._check_first(run)
                 if checked == "checked":  # the model asked the check tool first
@@ -1067,6 +1077,9 @@ class Core:
             return
         if result.error_code == "unknown_outcome":
             guards.await_check(call.conversation_id, run.call_identity, run.tool.check_with)
+            hold_s = self._hold_s(run, effect_unknown=True)
+            if hold_s is not None:  # neither a check nor a read-back can tell yet
+                guards.hold_write(call.conversation_id, run.call_identity, call.call_id, hold_s)
         elif result.attempts or result.reconciled:  # it ran again, or a read-back settled it
             guards.forget_check(call.conversation_id, run.call_identity)
 

@@ -252,6 +252,17 @@ class Safeguards:
         now = self.store.incr(name, ttl_s=self.guard_ttl_s, by=0)
         return "waiting" if now <= int(seen) else "checked"
 
+    def hold_write(
+        self, conversation_id: str, call_identity: str, call_id: str, hold_s: float
+    ) -> None:
+        """Refuse repeats of this unkeyed write for ``hold_s``: its last request may
+        still commit, so no check or read-back can tell yet."""
+        self.store.put(_pending_name(conversation_id, call_identity), call_id, ttl_s=hold_s)
+
+    def write_pending(self, conversation_id: str, call_identity: str) -> bool:
+        """True while `hold_write` holds this unkeyed write."""
+        return self.store.get(_pending_name(conversation_id, call_identity)) is not None
+
     def note_checked(self, conversation_id: str, check_tool: str) -> None:
         self.store.incr(_checks_name(conversation_id, check_tool), ttl_s=self.guard_ttl_s)
 
@@ -312,6 +323,10 @@ def _awaiting_name(conversation_id: str, call_identity: str) -> str:
 
 def _checks_name(conversation_id: str, check_tool: str | None) -> str:
     return f"checks:{conversation_id}:{check_tool or ''}"
+
+
+def _pending_name(conversation_id: str, call_identity: str) -> str:
+    return f"pending_write:{conversation_id}:{call_identity}"
 
 
 def _unknown_name(key: str) -> str:

@@ -281,3 +281,28 @@ def test_an_everysec_rollback_met_first_by_a_new_worker_is_seen_by_both(
     clock.advance(1.0)
     claim = a_store.claim("charge:C-2", "fp", lease_s=5.0, ttl_s=600.0)
     assert (claim.outcome, claim.store_lost) == ("acquired", True)
+
+
+def test_an_unkeyed_repeat_waits_out_the_commit_window_too(spans: Spans) -> None:
+    # Without a key, the exact repeat in the conversation is read back before it runs;
+    # within the window that read-back could not tell, so the repeat is refused.
+    from toolspan.tracer.store import MemoryStore
+
+    backend = SlowBackend(slow={"A-1"})
+    clock = FakeClock(start=_WALL)
+    tool = Tool(
+        "charge", backend.charge, side_effect="write", read_back=backend.status, commit_window_s=2.0
+    )
+    worker = _worker(spans, tool, MemoryStore(clock=clock), clock)
+
+    def unkeyed(call_id: str) -> ToolCall:
+        return ToolCall("charge", call_id, {"order_id": "A-1"}, conversation_id="conv")
+
+    assert worker.execute(unkeyed("u1")).error_code == "unknown_outcome"
+    assert worker.execute(unkeyed("u2")).status == "in_progress"
+    clock.advance(0.4)
+    backend.commit_late()
+    clock.advance(1.7)
+    settled = worker.execute(unkeyed("u3"))
+    assert (settled.status, settled.reconciled) == ("succeeded", True)
+    assert backend.charges == ["A-1"]
