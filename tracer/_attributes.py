@@ -5,7 +5,7 @@ One place for every name, so code and contract cannot drift apart.
 
 from __future__ import annotations
 
-CONTRACT_VERSION = 2
+CONTRACT_VERSION = 3
 SCOPE_NAME = "toolspan"
 
 # OpenTelemetry semantic conventions.
