@@ -1061,7 +1061,10 @@ class Core:
         """How long a claim ending unsettled stays held: while its last request may
         still commit (None: not at all)."""
         until = run.hold_until
-        if effect_unknown and run.ended_at is not None and not self._keyed(run):
+        # Only where something can tell later (a read-back, a check tool): otherwise
+        # the outcome stays unknown whenever it is asked, and holding only delays that.
+        can_tell = run.tool.read_back is not None or run.tool.check_with is not None
+        if effect_unknown and can_tell and run.ended_at is not None and not self._keyed(run):
             until = max(until or 0.0, run.ended_at + run.tool.commit_window_s)
         if until is None:
             return None
