@@ -202,3 +202,16 @@ def test_the_same_action_gets_the_same_key_whatever_the_call_id(request_id, step
         return  # names derive_key refuses (e.g. control characters) are covered in its tests
     call = declarations.tool_call("w", call_id, {}, conversation_id="c", request_id=request_id)
     assert call.idempotency_key == expected
+
+
+def test_a_declared_commit_window_reaches_the_tool() -> None:
+    # A framework's tool gets the window its declaration states, and keeps it when the
+    # declarations are rebuilt from toolspan tools.
+    def send(text: str) -> dict[str, str]:
+        return {"sent": text}
+
+    declared = Declarations({"send_note": Declaration.write(commit_window_s=2.5)})
+    tool = declared.tool("send_note", send, parameters=SCHEMA)
+    assert tool.commit_window_s == 2.5
+    assert Declarations.from_tools([tool]).get("send_note").commit_window_s == 2.5
+    assert Declarations().tool("send_note", send, parameters=SCHEMA).commit_window_s == 30.0
