@@ -94,6 +94,14 @@ class Tool:
     the effect absent within it proves nothing: the call ends ``unknown_outcome``
     and the key stays held until the window has passed, unless the read-back
     returns `NOT_PENDING`. 0 declares a service that never acts after it answered.
+
+    The idempotency key must reach the service, or a repeat runs twice: a
+    function (or read-back) that declares an ``idempotency_key`` parameter
+    receives the call's key (``None`` on an unkeyed call); the parameter is
+    never in the model's schema and the model cannot set it. Otherwise say how
+    the key travels with ``key_passed`` (e.g. ``"Idempotency-Key header"`` for
+    an httpx client built with :func:`~toolspan.tracer.send_idempotency_key`);
+    ``idempotent=True`` with neither is a ``ConfigurationError``.
     """
 
     name: str
