@@ -65,6 +65,9 @@ def _tools(gateway: SmsGateway) -> list[Tool]:
             side_effect="write",
             check_with="get_sms_status",
             description="Send a text message.",
+            # This gateway sends within its own 10 s timeout or never: a status check
+            # right after the timeout is final (the default would wait 30 s first).
+            commit_window_s=0,
         ),
         Tool("get_sms_status", gateway.get_sms_status, description="Was this SMS sent?"),
     ]

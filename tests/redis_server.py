@@ -66,6 +66,10 @@ class RedisServer(Running):
         self.port = 0
 
     @property
+    def persistence(self) -> Persistence:
+        return self._persistence
+
+    @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
@@ -138,6 +142,28 @@ class RedisServer(Running):
         assert self._dir is not None, "never started"
         if not self._try_start(Path(self._dir.name)):
             raise RedisServerError(f"redis-server did not restart on port {self.port}")
+
+    def snapshot_aof(self, into: Path) -> None:
+        """Copy the append-only files as they are now into ``into``.
+
+        Every write acknowledged so far is in them (Redis writes the AOF before it
+        replies; only the fsync is deferred under ``everysec``), so restoring the copy
+        after `kill` loses exactly the writes made since: a power cut under
+        ``everysec`` that took the last fraction of a second. A SIGKILL alone loses
+        nothing, since the kernel keeps what was written.
+        """
+        assert self._dir is not None and self._persistence != "none", "no AOF to copy"
+        source = Path(self._dir.name) / "appendonlydir"
+        shutil.rmtree(into, ignore_errors=True)
+        shutil.copytree(source, into)
+
+    def restore_aof(self, snapshot: Path) -> None:
+        """Put a `snapshot_aof` copy back in place (the server must be stopped)."""
+        assert self._process is None, "kill the server before restoring its files"
+        assert self._dir is not None, "never started"
+        target = Path(self._dir.name) / "appendonlydir"
+        shutil.rmtree(target)
+        shutil.copytree(snapshot, target)
 
     def pause(self) -> None:
         """Stop the process (SIGSTOP): connections hang, as to a host that went away."""

@@ -39,14 +39,16 @@ from ._redact import REDACTED, Redactor
 from ._result import Status, ToolResult
 from ._safeguards import Safeguards
 from ._setup import Telemetry, setup_telemetry
-from ._tool import SideEffect, Tool, ToolCall, tool
+from ._tool import DEFAULT_COMMIT_WINDOW_S, NOT_PENDING, SideEffect, Tool, ToolCall, tool
 from ._transcript import TranscriptShape, compact_transcript
 from ._version import __version__
 
 __all__ = [
     "AMBIGUOUS_CODES",
     "CONTRACT_VERSION",
+    "DEFAULT_COMMIT_WINDOW_S",
     "DEFAULT_RETRYABLE_CODES",
+    "NOT_PENDING",
     "REDACTED",
     "AsyncExecutor",
     "AttemptEvent",

@@ -57,7 +57,7 @@ from ._safeguards import LeaseKeeper, Safeguards
 from ._signature import KEY_PARAMETER, takes_key
 from ._spans import SpanWriter, base_attributes
 from ._throttle import ThrottledWarning
-from ._tool import Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
+from ._tool import NOT_PENDING, Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
 from .store import StoreError
 from .store._fleet import Admission
 
@@ -145,10 +145,13 @@ class Run:
         "call_token",
         "claim_token",
         "context_token",
+        "ended_at",
         "error",
         "fn",
+        "hold_until",
         "keeper",
         "kwargs",
+        "pending_since",
         "plan",
         "safe_to_repeat",
         "span",
@@ -175,6 +178,12 @@ class Run:
         self.keeper: LeaseKeeper | None = None
         # The circuit breaker's admission of the attempt in flight, until reported.
         self.admission: Admission | None = None
+        # Absence proves nothing while a request may still commit: when the last
+        # attempt failed, since when the store may have forgotten the key (it lost
+        # data), and until when the claim is held when the call ends.
+        self.ended_at: float | None = None
+        self.pending_since: float | None = None
+        self.hold_until: float | None = None
 
     # Set by ``Core.begin`` once the call is valid, and by each INVOKE.
     tool: Tool
@@ -204,6 +213,7 @@ class _Plan:
         "always_safe",
         "keyed_safe",
         "keys_resources",
+        "lease_s",
         "policy",
         "quick_arguments",
         "read_back_takes_key",
@@ -225,6 +235,10 @@ class _Plan:
         # Reads are always safe to repeat; an idempotent write when its call has a key.
         self.always_safe = declared.side_effect != "write"
         self.keyed_safe = declared.idempotent
+        # The claim's lease outlasts the service's commit window (keys honoured: none).
+        guards = core.safeguards
+        window = 0.0 if declared.idempotent else declared.commit_window_s
+        self.lease_s = guards.lease_for(window) if guards is not None else 0.0
         # The functions that receive the call's key as their ``idempotency_key``.
         self.takes_key = declared._takes_key
         self.read_back_takes_key = declared.read_back is not None and takes_key(declared.read_back)
@@ -404,6 +418,7 @@ class Core:
             )
             return self._read_back_answered(run, _UNKNOWN)
         self._leave(run)
+        run.ended_at = self.clock()
         error = to_tool_error(exc)
         if error is None:
             self._crashed(run, exc)
@@ -465,7 +480,9 @@ class Core:
         run.call_token = _CURRENT_CALL.set(run.call)
         if run.claim_token is not None and self.safeguards is not None:
             assert run.call.idempotency_key is not None
-            run.keeper = self.safeguards.keep_lease(run.call.idempotency_key, run.claim_token)
+            run.keeper = self.safeguards.keep_lease(
+                run.call.idempotency_key, run.claim_token, run.plan.lease_s
+            )
         run.fn = run.tool.fn
         run.kwargs = run.tool_kwargs
         run.asking = _ATTEMPT
@@ -486,7 +503,8 @@ class Core:
 
     def _verdict(self, run: Run, answer: Any) -> str:
         """What a read-back answer says about the write's effect: ``"found"``,
-        ``"absent"`` or ``"failed"`` (the read-back raised).
+        ``"absent"``, ``"pending"`` (absent, but a request may still commit: see
+        `_pending_s`) or ``"failed"`` (the read-back raised).
 
         The one place that decides when "absent" is trusted, i.e. when a write
         whose outcome was unknown may run (again): after a failed attempt and
@@ -494,7 +512,28 @@ class Core:
         """
         if answer is _UNKNOWN:
             return "failed"
-        return "absent" if answer is None else "found"
+        if answer is NOT_PENDING:
+            return "absent"  # the service says no request for it can still commit
+        if answer is not None:
+            return "found"
+        return "pending" if self._pending_s(run) > 0 else "absent"
+
+    def _pending_s(self, run: Run) -> float:
+        """How long a request for this write may still commit (0: none can).
+
+        After a failed attempt: the tool's ``commit_window_s`` from its end. For a
+        key the store lost: the lease its lost record could have had, from the loss
+        (a request sent before may still be at the service). A service that honours
+        the key dedupes a late request, so absence is trusted at once."""
+        if self._keyed(run):
+            return 0.0
+        if run.asking == _READ_BACK_AFTER_FAILURE and run.ended_at is not None:
+            until = run.ended_at + run.tool.commit_window_s
+        elif run.asking == _READ_BACK_FIRST and run.pending_since is not None:
+            until = run.pending_since + run.plan.lease_s
+        else:
+            return 0.0
+        return max(0.0, until - self.clock())
 
     @staticmethod
     def _keyed(run: Run) -> bool:
@@ -514,6 +553,9 @@ class Core:
             if verdict == "found":
                 self._attempt_failed(run, error, 0.0)
                 return self._finish_ok(run, read_back, reconciled=True)
+            if verdict == "pending":
+                self._attempt_failed(run, error, 0.0)
+                return self._still_pending(run, error, self._pending_s(run))
             # The effect is absent: running the write once more is safe. A failed
             # read-back leaves what a key protects (where the service honours it).
             run.safe_to_repeat = verdict == "absent" or self._keyed(run)
@@ -830,6 +872,16 @@ class Core:
                 return self._claim(guards, run, call.idempotency_key)
             if run.tool.is_write and not call.idempotency_key:
                 checked = guards.check_state(call.conversation_id, run.call_identity)
+                if checked is not None and guards.write_pending(
+                    call.conversation_id, run.call_identity
+                ):
+                    return self._failed(
+                        run,
+                        "in_progress",
+                        "in_progress",
+                        "an earlier run of this exact write in this conversation may still "
+                        "be committing at its service; nothing was executed",
+                    )
                 if checked == "waiting":
                     return self._check_first(run)
                 if checked == "checked":  # the model asked the check tool first
@@ -840,7 +892,7 @@ class Core:
 
     def _claim(self, guards: Safeguards, run: Run, key: str) -> Action:
         fingerprint = digest(canonical_json(run.arguments), self.hash_key)
-        claim = guards.claim(key, fingerprint)
+        claim = guards.claim(key, fingerprint, run.plan.lease_s)
         if claim.outcome == "replay":
             return self._finish_ok(run, orjson.loads(claim.result or b"null"), replayed=True)
         if claim.outcome == "conflict":
@@ -880,6 +932,9 @@ class Core:
         new = claim.store_new and guards.detect_store_loss
         if new:
             run.span.set_attribute(attr.STORE_NEW, True)
+        if lost and claim.suspect_for_s is not None:
+            # A request for this key sent before the store lost it may still commit.
+            run.pending_since = self.clock() - claim.suspect_for_s
         if not lost and not guards.must_read_back(key, claim):
             if not (new and run.tool.read_back):
                 return self._spend_attempt(guards, run)
@@ -932,8 +987,35 @@ class Core:
                 "unknown_outcome",
                 "the read-back failed, so the earlier run's outcome stays unknown",
             )
+        if verdict == "pending":
+            # Treated as a record in flight (its owner last seen when the store lost
+            # it): held, so no worker runs the key before that lease would have ended.
+            wait = self._pending_s(run)
+            run.hold_until = self.clock() + wait
+            return self._failed(
+                run,
+                "in_progress",
+                "in_progress",
+                "the idempotency store lost its records recently, so a request for "
+                "this key may still be in flight at the service; nothing was executed",
+                retry_after_s=round(wait, 3),
+            )
         run.binds = True  # absent: what runs now is this call's own effect
         return self._spend_attempt(guards, run)
+
+    def _still_pending(self, run: Run, error: ToolError, wait: float) -> ToolResult:
+        """The read-back found nothing, but the failed request may still commit."""
+        run.hold_until = self.clock() + wait
+        return self._failed(
+            run,
+            "unsafe_retry",
+            "unknown_outcome",
+            "the read-back found no effect, but the service may still commit the request "
+            f"for {wait:.3g} s (the tool's commit_window_s), so it was not repeated: "
+            + self.redactor.text(error.message),
+            retry_after_s=round(wait, 3),
+            http_status=error.status_code,
+        )
 
     def _spend_attempt(self, guards: Safeguards, run: Run) -> Action:
         """Spend one attempt of the turn budget, then start the attempt."""
@@ -963,7 +1045,7 @@ class Core:
         guards, key, token = self.safeguards, run.call.idempotency_key, run.claim_token
         assert guards is not None and key is not None and token is not None
         try:
-            if guards.renew(key, token):
+            if guards.renew(key, token, run.plan.lease_s):
                 return None
         except StoreError as exc:
             result = self._store_failed(run, exc)
@@ -1008,14 +1090,17 @@ class Core:
             if token is not None and call.idempotency_key:
                 run.claim_token = None
                 last_code = run.error.code if run.error is not None else None
+                effect_unknown = (
+                    last_code in AMBIGUOUS_CODES or result.error_code == "unknown_outcome"
+                )
                 guards.settle(
                     call.idempotency_key,
                     token,
                     call.call_id,
                     result=None if result.replayed else encoded,
-                    effect_unknown=last_code in AMBIGUOUS_CODES
-                    or result.error_code == "unknown_outcome",
+                    effect_unknown=effect_unknown,
                     binds=run.binds,
+                    hold_s=None if result.ok else self._hold_s(run, effect_unknown),
                 )
             if run.call_identity:
                 answer = result_hash if result.ok else (result.error_code or result.status)
@@ -1034,6 +1119,20 @@ class Core:
                 "could not record the result in the store: %s", self.redactor.text(str(exc))
             )
 
+    def _hold_s(self, run: Run, effect_unknown: bool) -> float | None:
+        """How long a claim ending unsettled stays held: while its last request may
+        still commit (None: not at all)."""
+        until = run.hold_until
+        # Only where something can tell later (a read-back, a check tool): otherwise
+        # the outcome stays unknown whenever it is asked, and holding only delays that.
+        can_tell = run.tool.read_back is not None or run.tool.check_with is not None
+        if effect_unknown and can_tell and run.ended_at is not None and not self._keyed(run):
+            until = max(until or 0.0, run.ended_at + run.tool.commit_window_s)
+        if until is None:
+            return None
+        left = until - self.clock()
+        return left if left > 0 else None
+
     def _remember_checks(self, guards: Safeguards, run: Run, result: ToolResult) -> None:
         """Unkeyed writes left unknown wait for a check; a check tool's success clears them."""
         call = run.call
@@ -1043,6 +1142,9 @@ class Core:
             return
         if result.error_code == "unknown_outcome":
             guards.await_check(call.conversation_id, run.call_identity, run.tool.check_with)
+            hold_s = self._hold_s(run, effect_unknown=True)
+            if hold_s is not None:  # neither a check nor a read-back can tell yet
+                guards.hold_write(call.conversation_id, run.call_identity, call.call_id, hold_s)
         elif result.attempts or result.reconciled:  # it ran again, or a read-back settled it
             guards.forget_check(call.conversation_id, run.call_identity)
 

@@ -55,7 +55,7 @@ def next_step(
     if status == "succeeded":
         return None
     if error_code == "unknown_outcome" or status == "read_back_required":
-        return _after_unknown(tool)
+        return _after_unknown(tool, retry_after_s)
     if status == "invalid_arguments" or (
         status == "permanent_error"
         and error_code is not None
@@ -77,8 +77,16 @@ def next_step(
     return None
 
 
-def _after_unknown(tool: Tool | None) -> Next:
+def _after_unknown(tool: Tool | None, pending_s: float | None = None) -> Next:
     check = tool.check_with if tool is not None else None
+    if pending_s is not None:
+        # The read-back found nothing, but the service may still commit the request.
+        how = f"call {check}" if check else "make the same call again (it is read back first)"
+        return Next(
+            "the write may still be committing at its service: do not repeat it now; "
+            f"after {pending_s:g} s {how} to learn whether it happened",
+            (check,) if check else (),
+        )
     if check is None:
         return Next(
             "the write may or may not have happened: do not repeat it; "

@@ -92,9 +92,20 @@ class Safeguards:
 
     # -- idempotency ----------------------------------------------------------
 
-    def claim(self, key: str, fingerprint: str) -> Claim:
-        """Claim ``key`` for a write with these arguments (see ``store.Claim``)."""
-        return self.store.claim(key, fingerprint, lease_s=self.lease_s, ttl_s=self.result_ttl_s)
+    def claim(self, key: str, fingerprint: str, lease_s: float | None = None) -> Claim:
+        """Claim ``key`` for a write with these arguments (see ``store.Claim``).
+
+        ``lease_s`` overrides `lease_s` for one tool (see `lease_for`)."""
+        return self.store.claim(
+            key, fingerprint, lease_s=lease_s or self.lease_s, ttl_s=self.result_ttl_s
+        )
+
+    def lease_for(self, commit_window_s: float) -> float:
+        """The lease of a tool whose service may commit ``commit_window_s`` after an
+        attempt ended: long enough that a worker that dies holding the key (its last
+        renewal up to a third of a lease before) is taken over only once its request
+        can no longer commit."""
+        return max(self.lease_s, 1.5 * commit_window_s)
 
     def must_read_back(self, key: str, claim: Claim) -> bool:
         """True when the claimed key must be read back before it runs: it was
@@ -128,14 +139,24 @@ class Safeguards:
         result: bytes | None,
         effect_unknown: bool,
         binds: bool = True,
+        hold_s: float | None = None,
     ) -> None:
         """Settle a claim: complete it with ``result``, or give it up, marking its
         effect unknown first when the write may have happened.
 
         ``binds=False``: the claim's arguments may not be the key's (the store lost
-        its record), so nothing is kept under them: the claim is released."""
+        its record), so nothing is kept under them: the claim is released.
+        ``hold_s``: a request for the key may still commit for this long, so the
+        claim is held (in flight, no attempt running) until then, whatever else."""
         if result is not None and binds:
             self.complete(key, token, result)
+            return
+        if hold_s is not None:
+            if effect_unknown:
+                self.mark_effect_unknown(key, call_id)
+            # Nobody runs the key until then; after it, the next claim is a takeover
+            # that reads back, and then absence means the write did not happen.
+            self.store.extend(key, token, lease_s=hold_s)
             return
         if effect_unknown:
             # Never drop a failed write silently: whoever runs this key next reads back.
@@ -155,13 +176,13 @@ class Safeguards:
         except StoreError:
             _log.warning("could not settle an idempotency key after a crash")
 
-    def renew(self, key: str, token: str) -> bool:
+    def renew(self, key: str, token: str, lease_s: float | None = None) -> bool:
         """Extend a claim's lease; False when another worker took the key over."""
-        return self.store.extend(key, token, lease_s=self.lease_s)
+        return self.store.extend(key, token, lease_s=lease_s or self.lease_s)
 
-    def keep_lease(self, key: str, token: str) -> LeaseKeeper:
+    def keep_lease(self, key: str, token: str, lease_s: float | None = None) -> LeaseKeeper:
         """Renew the lease in the background while one attempt runs."""
-        return LeaseKeeper(self, key, token)
+        return LeaseKeeper(self, key, token, lease_s or self.lease_s)
 
     # -- turn budget ----------------------------------------------------------
 
@@ -233,6 +254,17 @@ class Safeguards:
         now = self.store.incr(name, ttl_s=self.guard_ttl_s, by=0)
         return "waiting" if now <= int(seen) else "checked"
 
+    def hold_write(
+        self, conversation_id: str, call_identity: str, call_id: str, hold_s: float
+    ) -> None:
+        """Refuse repeats of this unkeyed write for ``hold_s``: its last request may
+        still commit, so no check or read-back can tell yet."""
+        self.store.put(_pending_name(conversation_id, call_identity), call_id, ttl_s=hold_s)
+
+    def write_pending(self, conversation_id: str, call_identity: str) -> bool:
+        """True while `hold_write` holds this unkeyed write."""
+        return self.store.get(_pending_name(conversation_id, call_identity)) is not None
+
     def note_checked(self, conversation_id: str, check_tool: str) -> None:
         self.store.incr(_checks_name(conversation_id, check_tool), ttl_s=self.guard_ttl_s)
 
@@ -264,17 +296,20 @@ class LeaseKeeper:
     take the key over and run the write a second time.
     """
 
-    def __init__(self, guards: Safeguards, key: str, token: str) -> None:
+    def __init__(self, guards: Safeguards, key: str, token: str, lease_s: float) -> None:
         self._stopped = threading.Event()
         self._thread = threading.Thread(
-            target=self._renew, args=(guards, key, token), name="toolspan-lease", daemon=True
+            target=self._renew,
+            args=(guards, key, token, lease_s),
+            name="toolspan-lease",
+            daemon=True,
         )
         self._thread.start()
 
-    def _renew(self, guards: Safeguards, key: str, token: str) -> None:
-        while not self._stopped.wait(guards.lease_s / 3):
+    def _renew(self, guards: Safeguards, key: str, token: str, lease_s: float) -> None:
+        while not self._stopped.wait(lease_s / 3):
             try:
-                if not guards.renew(key, token):
+                if not guards.renew(key, token, lease_s):
                     return  # taken over: nothing left to keep
             except StoreError:
                 _log.warning("could not renew the lease of an idempotency key")
@@ -290,6 +325,10 @@ def _awaiting_name(conversation_id: str, call_identity: str) -> str:
 
 def _checks_name(conversation_id: str, check_tool: str | None) -> str:
     return f"checks:{conversation_id}:{check_tool or ''}"
+
+
+def _pending_name(conversation_id: str, call_identity: str) -> str:
+    return f"pending_write:{conversation_id}:{call_identity}"
 
 
 def _unknown_name(key: str) -> str:

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import fastjsonschema
 import jsonschema
@@ -24,9 +24,29 @@ from ._redact import REDACTED, Redactor
 from ._signature import KEY_PARAMETER, schema_from_signature, takes_key
 from .integrations._shapes import anthropic_fields, openai_fields
 
-__all__ = ["SideEffect", "Tool", "ToolCall", "tool"]
+__all__ = ["DEFAULT_COMMIT_WINDOW_S", "NOT_PENDING", "SideEffect", "Tool", "ToolCall", "tool"]
 
 SideEffect = Literal["none", "write"]
+
+# How long a service may still commit a write after the attempt ended (the client
+# got its failure or gave up): the request timeouts behind common gateways are
+# 30 s (API Gateway 29 s, Heroku's router and gunicorn's worker timeout 30 s).
+DEFAULT_COMMIT_WINDOW_S: Final = 30.0
+
+
+class _NotPending:
+    """The type of `NOT_PENDING` (one instance)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_PENDING"
+
+
+NOT_PENDING: Final = _NotPending()
+"""What a ``read_back`` returns when the effect is absent **and** the service holds
+no request for it that could still commit (e.g. its status endpoint says so): the
+absence is then trusted at once, inside the tool's ``commit_window_s``."""
 
 # The JSON Schema validator: fastjsonschema compiles a schema to Python code,
 # which keeps validation to a few microseconds on the success path; the
@@ -98,7 +118,12 @@ class Tool:
     breakers are kept per service, so tools of one API share them.
     ``span_attributes`` are added to every span of the tool's calls (an
     adapter's protocol attributes, e.g. MCP's ``mcp.method.name``); they never
-    replace the executor's own.
+    replace the executor's own. ``commit_window_s`` (writes whose service does not
+    honour keys): how long after an attempt ended its service may still commit the
+    request (a gateway timed out in front of a slow backend). A read-back that finds
+    the effect absent within it proves nothing: the call ends ``unknown_outcome``
+    and the key stays held until the window has passed, unless the read-back
+    returns `NOT_PENDING`. 0 declares a service that never acts after it answered.
 
     The idempotency key must reach the service, or a repeat runs twice: a
     function (or read-back) that declares an ``idempotency_key`` parameter
@@ -125,6 +150,7 @@ class Tool:
     service: str = ""
     span_attributes: Mapping[str, str | bool | int | float] | None = None
     key_passed: str | None = None
+    commit_window_s: float = DEFAULT_COMMIT_WINDOW_S
     _takes_key: bool = field(init=False, repr=False, compare=False)
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
     _accept_args: _Acceptor | None = field(init=False, repr=False, compare=False)
@@ -146,6 +172,18 @@ class Tool:
         if self.check_with is not None and self.side_effect != "write":
             raise ConfigurationError(f"tool {self.name!r}: check_with is for writes")
         object.__setattr__(self, "next_tools", tuple(self.next_tools))
+        window = self.commit_window_s
+        if (
+            isinstance(window, bool)
+            or not isinstance(window, int | float)
+            or not math.isfinite(window)
+            or window < 0
+        ):
+            raise ConfigurationError(
+                f"tool {self.name!r}: commit_window_s must be a finite number of "
+                f"seconds >= 0, got {window!r}"
+            )
+        object.__setattr__(self, "commit_window_s", float(window))
         if not isinstance(self.service, str):
             raise ConfigurationError(f"tool {self.name!r}: service must be a string")
         # The downstream service its retry budget and circuit breaker are kept per.
@@ -236,6 +274,7 @@ def tool(
     next_tools: Sequence[str] = (),
     service: str = "",
     key_passed: str | None = None,
+    commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a :class:`Tool` (decorator form)."""
 
@@ -256,6 +295,7 @@ def tool(
             next_tools=next_tools,
             service=service,
             key_passed=key_passed,
+            commit_window_s=commit_window_s,
         )
 
     return declare

@@ -2,7 +2,9 @@
 
 The service is "remote": its state is a SQLite ledger file that each call
 writes in its own transaction, so side effects are real across processes
-and survive a worker killed with SIGKILL. The legacy variant ignores
+and survive a worker killed with SIGKILL. Some requests commit late: the
+client times out at once while the service keeps working and commits up to
+half a second later (a gateway timeout in front of a slow backend). The legacy variant ignores
 idempotency keys (each charge request that commits adds a charge row); the
 keyed variant deduplicates by the key the client forwards.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,14 +29,25 @@ from typing import Any, Final
 from toolspan._sql import parse_statements
 from toolspan.tracer import ToolError
 
-__all__ = ["COMMITTING_FAULTS", "FAULTS", "ArmedKill", "Ledger", "LedgerService", "fault_for"]
+__all__ = [
+    "COMMITTING_FAULTS",
+    "FAULTS",
+    "LATE_COMMIT_S",
+    "ArmedKill",
+    "Ledger",
+    "LedgerService",
+    "fault_for",
+]
 
 # What a charge request suffers, by (order, attempt): the service commits
-# the charge for the first three, then the client may still see a failure.
-FAULTS: Final = ("ok", "lost_response", "gateway_error", "timeout", "unavailable")
+# the charge for the first three, then the client may still see a failure;
+# ``late_commit`` times out at the client and commits afterwards.
+FAULTS: Final = ("ok", "lost_response", "gateway_error", "timeout", "late_commit", "unavailable")
 COMMITTING_FAULTS: Final = frozenset({"ok", "lost_response", "gateway_error"})
 # Cumulative percentages of FAULTS for the first attempts of each order.
-_THRESHOLDS: Final = (40, 60, 70, 85, 100)
+_THRESHOLDS: Final = (40, 60, 70, 78, 85, 100)
+# The longest a late commit lands after the client timed out (each waits 0.1 s to this).
+LATE_COMMIT_S: Final = 0.5
 # From this attempt on the service behaves, so every action can finish.
 _CALM_FROM_ATTEMPT: Final = 6
 
@@ -173,6 +187,8 @@ class LedgerService:
             charge = None
             if fault in COMMITTING_FAULTS:
                 charge = self._commit(db, order_id, amount, attempt, key)
+        if fault == "late_commit":
+            self._commit_later(order_id, amount, attempt, key)
         if blocks and self.kill_switch is not None:
             self.kill_switch.trip()
         if killed_here and self.armed_kill is not None:
@@ -185,6 +201,22 @@ class LedgerService:
             _log_request(db, "status", order_id, 0, 0, "ok")
             found = db.execute(_QUERIES["charge_by_order"], {"order_id": order_id}).fetchone()
         return None if found is None else _as_charge(found)
+
+    def _commit_later(self, order_id: str, amount: int, attempt: int, key: str | None) -> None:
+        """The backend keeps working after the client gave up, and commits 0.1 s to
+        `LATE_COMMIT_S` later (unless its process is killed first: then never)."""
+        digest = hashlib.sha256(f"late:{order_id}:{attempt}".encode()).digest()
+        delay_s = 0.1 + (LATE_COMMIT_S - 0.1) * digest[0] / 255
+
+        def land() -> None:
+            time.sleep(delay_s)
+            ledger = Ledger(self.ledger.path)  # a connection of the backend's own
+            with ledger.transaction() as db:
+                self._commit(db, order_id, amount, attempt, key)
+            ledger.close()
+
+        # Not a daemon: a worker that finishes its plan waits for its requests to land.
+        threading.Thread(target=land, name="late-commit").start()
 
     def _blocks(self, order_id: str, attempt: int) -> bool:
         switch = self.kill_switch
@@ -231,7 +263,7 @@ def _respond(fault: str, charge: dict[str, Any] | None) -> dict[str, Any]:
     """What the client sees: the charge, or the failure the fault stands for."""
     if fault == "ok" and charge is not None:
         return charge
-    if fault in ("lost_response", "timeout"):
+    if fault in ("lost_response", "timeout", "late_commit"):
         raise TimeoutError(f"charge request timed out ({fault})")
     status = 502 if fault == "gateway_error" else 503
     raise ToolError.from_status(status, f"HTTP {status} from the payment service")

@@ -126,6 +126,8 @@ class ChaosRun:
                 for (kind, fault), n in self.requests.items()
                 if kind == "charge" and fault in COMMITTING_FAULTS - {"ok"}
             ),
+            # Requests the service committed after the client had timed out.
+            "late_commits": self.requests.get(("charge", "late_commit"), 0),
             "side_effects": sum(per_order),
             "duplicates": sum(max(0, n - 1) for n in per_order),
             "lost": sum(1 for n in per_order if n == 0),

@@ -63,8 +63,12 @@ def test_every_charge_happens_exactly_once(
     if honours_keys:
         assert counts["read_backs"] == 0 and counts["reconciled"] == 0
     else:
-        # Every response lost after a commit was settled by reading back, plus the takeover.
-        assert counts["reconciled"] == counts["committed_then_failed"] + 1
+        # Every response lost after a commit was settled by reading back, plus the takeover,
+        # plus every late commit that landed (read back once its window had passed; one
+        # whose process was killed before it landed never did, and its order ran again).
+        settled = counts["committed_then_failed"] + 1
+        assert settled <= counts["reconciled"] <= settled + counts["late_commits"]
+        assert counts["late_commits"] > 0
 
 
 def _charges_per_order(run: ChaosRun) -> dict[str, int]:

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.chaos.fake_service import ArmedKill, KillSwitch, Ledger, LedgerService
+from tests.chaos.fake_service import LATE_COMMIT_S, ArmedKill, KillSwitch, Ledger, LedgerService
 from toolspan.tracer import (
     Executor,
     RetryPolicy,
@@ -186,8 +186,11 @@ def charge_tool(service: LedgerService, *, honours_keys: bool) -> Tool:
         charge,
         side_effect="write",
         idempotent=honours_keys,
+        key_passed="Idempotency-Key, from current_call()" if honours_keys else None,
         read_back=None if honours_keys else charge_status,
         parameters=CHARGE_PARAMETERS,
+        # The service commits a timed-out request up to LATE_COMMIT_S later.
+        commit_window_s=2 * LATE_COMMIT_S,
     )
 
 
@@ -307,7 +310,12 @@ def _work(
         tally.claims[claim or "none"] += 1
         checkpoint(tally)
         if result.status in RESCHEDULED:
-            queue.append((time.monotonic() + config.retry_pause_s, step))
+            pause = max(config.retry_pause_s, result.retry_after_s or 0.0)
+            queue.append((time.monotonic() + pause, step))
+            continue
+        if result.error_code == "unknown_outcome" and result.retry_after_s is not None:
+            # The request may still commit: check again once it no longer can (`next`).
+            queue.append((time.monotonic() + result.retry_after_s, step))
             continue
         tally.outcomes.append(_outcome(step, result, claim))
         if step.kind == "action" and result.ok:

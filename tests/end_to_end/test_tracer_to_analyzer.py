@@ -41,7 +41,13 @@ def _times_out_once():
 
 
 def test_a_repeat_verified_by_read_back_is_not_an_unsafe_retry(tmp_path):
-    tool = Tool("post", _times_out_once(), side_effect="write", read_back=lambda text: None)
+    tool = Tool(
+        "post",
+        _times_out_once(),
+        side_effect="write",
+        read_back=lambda text: None,
+        commit_window_s=0,  # the service never acts after it answered
+    )
     result, findings = _findings(tmp_path, [tool])
     assert (result.status, result.attempts) == ("succeeded", 2)
     assert findings == []

@@ -218,3 +218,16 @@ def test_the_executors_a_framework_bridge_builds_share_one_set_of_guards():
     assert explicit._sync.executor("a", None, "")._core.safeguards is given
     off = RetryBoundaryMiddleware({"a": Declaration.read()}, safeguards=None)
     assert off._sync.executor("a", None, "")._core.safeguards is None
+
+
+def test_a_declared_commit_window_reaches_the_tool() -> None:
+    # A framework's tool gets the window its declaration states, and keeps it when the
+    # declarations are rebuilt from toolspan tools.
+    def send(text: str) -> dict[str, str]:
+        return {"sent": text}
+
+    declared = Declarations({"send_note": Declaration.write(commit_window_s=2.5)})
+    tool = declared.tool("send_note", send, parameters=SCHEMA)
+    assert tool.commit_window_s == 2.5
+    assert Declarations.from_tools([tool]).get("send_note").commit_window_s == 2.5
+    assert Declarations().tool("send_note", send, parameters=SCHEMA).commit_window_s == 30.0

@@ -85,6 +85,72 @@ def test_no_loss_is_missed_by_a_client_that_saw_the_store(events: list[str]) -> 
         history.append(stored)
 
 
+def test_a_server_restart_is_suspect_and_its_base_shows_a_rollback() -> None:
+    seen = Epoch("a", None, 7, runs=(("r1", 0),))  # what worker A saw last
+    rolled_back = Epoch("a", None, 5, runs=(("r1", 0),))  # an older AOF, reloaded
+    # a newcomer steps first: the store is suspect from now, and remembers its base
+    first, found = advance_epoch(rolled_back, None, now=10.0, new_id="x", run="r2")
+    runs = (("r1", 0), ("r2", 5))
+    assert (first, found) == (Epoch("a", None, 6, born_at=10.0, runs=runs), False)
+    assert first.newborn(now=11.0, grace_s=60)
+    # the newcomer moves the sequence past A's; A still sees it came back behind A,
+    # after another restart too
+    later = Epoch("a", None, 9, born_at=10.0, runs=(*runs, ("r3", 9)))
+    moved, found = advance_epoch(later, seen, now=12.0, new_id="y", run="r3")
+    assert (moved.lost_at, moved.seq, found) == (12.0, 10, True)
+    # a restart that kept everything A saw is no loss (but suspect for the others)
+    kept, found = advance_epoch(seen, seen, now=13.0, new_id="z", run="r4")
+    assert (kept.seq, kept.runs[-1], kept.born_at, found) == (8, ("r4", 7), 13.0, False)
+    assert Epoch.decode(later.encode()) == later
+    assert Epoch.decode("a||7|2.5") == Epoch("a", None, 7, 2.5)  # before runs were kept
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "n", "new_n", "rollback", "restart"]), st.integers(0, 99)),
+        max_size=40,
+    )
+)
+def test_a_rollback_is_seen_by_the_client_whose_writes_it_lost(
+    events: list[tuple[str, int]],
+) -> None:
+    """Worker A, and newcomers that may step first after every restart or rollback (a
+    power cut under AOF ``everysec`` reloads an earlier state of the same history): A
+    sees the loss of anything it saw, however far others moved the sequence since; a
+    restart that lost nothing A saw is none. (At most `RUNS_KEPT` restarts apart.)"""
+    stored: Epoch | None = None
+    a_known: Epoch | None = None
+    n_known: Epoch | None = None
+    # the current history: each marker with the steps it contains
+    history: list[tuple[Epoch, frozenset[int]]] = []
+    run, restarts, a_step, restarted = "r0", 0, -1, False
+    for step, (event, pick) in enumerate(events):
+        now = float(step)
+        if event in ("rollback", "restart"):
+            restarts += 1
+            run, restarted = f"r{restarts}", True
+            if event == "rollback" and history:
+                history = history[: pick % len(history) + 1]
+                stored = history[-1][0]
+            continue
+        if event == "new_n":
+            n_known, event = None, "n"
+        contained = history[-1][1] if history else frozenset()
+        newcomer_first = event == "n" and n_known is None and restarted and stored is not None
+        if event == "a":
+            a_lost = a_known is not None and a_step not in contained
+            stored, found = advance_epoch(stored, a_known, now=now, new_id=f"id{step}", run=run)
+            assert found == a_lost
+            a_known, a_step = stored, step
+        else:
+            stored, _ = advance_epoch(stored, n_known, now=now, new_id=f"id{step}", run=run)
+            n_known = stored
+            if newcomer_first and stored.lost_at is None:
+                assert stored.newborn(now=now, grace_s=60)  # suspect: it cannot vouch
+        restarted = False
+        history.append((stored, contained | {step}))
+
+
 # -- every backend ------------------------------------------------------------------
 
 

@@ -28,7 +28,11 @@ def executor(spans: Spans, tools: list[Tool], **options: Any) -> Executor:
 def test_the_models_blind_repeat_of_a_timed_out_sms_is_refused_without_a_store(spans):
     gateway = Scripted(TimeoutError("SMS gateway timed out"), {"sms_id": "s1"})
     status = Tool("get_sms_status", Scripted({"delivered": True}))
-    send = Tool("send_sms", gateway, side_effect="write", check_with="get_sms_status")
+    # commit_window_s=0: a gateway that never sends after it answered (within the
+    # default window the repeat is held as in_progress: tests/tracer/test_late_commits.py).
+    send = Tool(
+        "send_sms", gateway, side_effect="write", check_with="get_sms_status", commit_window_s=0
+    )
     agent = executor(spans, [send, status])
     first = agent.execute(sms_call("c1"))
     assert (first.status, first.error_code) == ("unsafe_retry", "unknown_outcome")

@@ -306,7 +306,8 @@ def test_read_back_absent_allows_exactly_one_more_run(make_executor):
         reads.append(amount)
         return None  # the effect is not there
 
-    pay = Tool("pay", fake, side_effect="write", read_back=read_back)
+    # commit_window_s=0: a service that never acts on a request after it answered.
+    pay = Tool("pay", fake, side_effect="write", read_back=read_back, commit_window_s=0)
     result = make_executor([pay]).execute(call("pay", {"amount": 5}))
     assert result.status == "succeeded" and len(fake.calls) == 4 and len(reads) == 3
 

@@ -62,7 +62,9 @@ SMS = {"to": "+4712345678", "text": "your refund is on its way"}
 
 def _sms_tools(send: Scripted, status: Scripted | None = None) -> list[Tool]:
     return [
-        Tool("send_sms", send, side_effect="write", check_with="get_sms_status"),
+        # commit_window_s=0: the provider never sends after it answered (the window's
+        # hold is tests/tracer/test_late_commits.py's subject, not this file's).
+        Tool("send_sms", send, side_effect="write", check_with="get_sms_status", commit_window_s=0),
         Tool("get_sms_status", status or Scripted({"sent": False})),
     ]
 
@@ -124,7 +126,7 @@ def test_a_tool_with_a_read_back_reads_back_instead_of_refusing(
             raise answer
         return answer
 
-    tools = [Tool("send_sms", send, side_effect="write", read_back=read_back)]
+    tools = [Tool("send_sms", send, side_effect="write", read_back=read_back, commit_window_s=0)]
     executor = _executor(spans, tools, store)
     first = executor.execute(_call("send_sms", SMS, "c1"))
     assert first.error_code == "unknown_outcome"

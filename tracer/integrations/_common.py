@@ -55,7 +55,7 @@ import orjson
 from .._errors import ConfigurationError
 from .._executor import AsyncExecutor, Executor
 from .._result import ToolResult
-from .._tool import SideEffect, Tool, ToolCall
+from .._tool import DEFAULT_COMMIT_WINDOW_S, SideEffect, Tool, ToolCall
 from ..store import derive_key
 
 __all__ = [
@@ -80,7 +80,9 @@ class Declaration:
     ``key_passed`` says how an idempotent write's key reaches its service
     (see :class:`~toolspan.tracer.Tool`), e.g. ``"Idempotency-Key header"``
     for a tool whose httpx client sends it with
-    :func:`~toolspan.tracer.send_idempotency_key`.
+    :func:`~toolspan.tracer.send_idempotency_key`. ``commit_window_s`` is how
+    long after an attempt ended the service may still commit it (see
+    :class:`~toolspan.tracer.Tool`; a read-back's "absent" waits it out).
     """
 
     side_effect: SideEffect = "write"
@@ -92,6 +94,7 @@ class Declaration:
     result_schema: Mapping[str, Any] | None = None
     schema_version: str | None = None
     key_passed: str | None = None
+    commit_window_s: float = DEFAULT_COMMIT_WINDOW_S
 
     @classmethod
     def read(
@@ -121,6 +124,7 @@ class Declaration:
         result_schema: Mapping[str, Any] | None = None,
         schema_version: str | None = None,
         key_passed: str | None = None,
+        commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
     ) -> Declaration:
         """A tool that changes state; repeated only under a key its service honours."""
         if step is not None and not idempotent:
@@ -135,6 +139,7 @@ class Declaration:
             result_schema=result_schema,
             schema_version=schema_version,
             key_passed=key_passed,
+            commit_window_s=commit_window_s,
         )
 
 
@@ -183,6 +188,7 @@ class Declarations:
                     result_schema=declared.result_schema,
                     schema_version=declared.schema_version,
                     key_passed=declared.key_route,
+                    commit_window_s=declared.commit_window_s,
                 )
                 for declared in tools
             },
@@ -243,6 +249,7 @@ class Declarations:
             description=description,
             span_attributes=span_attributes,
             key_passed=key_passed,
+            commit_window_s=declared.commit_window_s,
         )
 
     def key(

@@ -217,9 +217,9 @@ class RuleStore(CheckedStore):
             if record is not None:
                 self._save_record(key, record)
             if decided.store_lost:
-                return decided
+                return replace(decided, suspect_for_s=now - (epoch.lost_at or now))
             if decided.outcome == "acquired" and epoch.newborn(now, self._newborn_grace_s):
-                return replace(decided, store_new=True)
+                return replace(decided, store_new=True, suspect_for_s=now - (epoch.born_at or now))
             return decided
 
     def _complete(self, key: str, token: str, result: bytes, ttl_s: float) -> bool:

@@ -33,6 +33,10 @@ class Claim:
     by a client that had never seen the store. A Redis that restarted empty looks new
     until a client that used it before notices; until then a key it cannot find may
     have completed. Read the effect back before executing, if the tool can.
+
+    ``suspect_for_s`` (with ``store_lost`` or ``store_new``): how long ago, on the
+    store's clock, the store may have forgotten the key (the loss was seen, or the
+    marker written). A request for the key sent before then may still be in flight.
     """
 
     outcome: ClaimOutcome
@@ -41,6 +45,7 @@ class Claim:
     fingerprint: str | None
     store_lost: bool = False
     store_new: bool = False
+    suspect_for_s: float | None = None
 
     @property
     def owned(self) -> bool:

@@ -128,7 +128,7 @@ class RedisStore(CheckedStore):
         return ("" if known is None else known.encode()), new_token()
 
     def _claim(self, key: str, fingerprint: str, lease_s: float, ttl_s: float) -> Claim:
-        outcome, token, result, stored_fingerprint, epoch, found, suspect, newborn = self._script(
+        outcome, token, result, stored_fp, epoch, found, suspect, newborn, age = self._script(
             "claim",
             self._record_key(key),
             fingerprint,
@@ -145,9 +145,10 @@ class RedisStore(CheckedStore):
             outcome=_OUTCOMES[bytes(outcome)],
             token=_text(token),
             result=None if result is None else bytes(result),
-            fingerprint=_text(stored_fingerprint),
+            fingerprint=_text(stored_fp),
             store_lost=bool(suspect),
             store_new=bool(newborn),
+            suspect_for_s=None if age is None else float(bytes(age)),
         )
 
     def _complete(self, key: str, token: str, result: bytes, ttl_s: float) -> bool:

@@ -234,32 +234,55 @@ EPOCH_FOREVER: Final = 1e300  # the marker itself never expires
 NEWBORN_GRACE_S: Final = 60.0
 
 
+# How many server runs (restarts) a marker remembers, with the sequence each came back at.
+RUNS_KEPT: Final = 8
+
+
 @dataclass(frozen=True)
 class Epoch:
     """The store's identity marker, or a client's view of it.
 
-    ``born_at``: when a client that had never seen the store wrote the marker (None
-    when a client found the loss itself, or for a marker of the earlier format).
+    ``born_at``: when the store became suspect of being new (a client that had never
+    seen it wrote the marker, or the first step after a server restart), None
+    otherwise or for a marker of the earlier format. ``runs``: the last server
+    processes that moved the marker (Redis's ``run_id``; none for a store that never
+    restarts on its own), oldest first, each with the sequence it started from: what
+    its restart kept. A client that saw the marker in one run sees, in the bases of
+    the runs since, whether a restart came back behind it, however far the sequence
+    moved on after.
     """
 
     id: str
     lost_at: float | None
     seq: int
     born_at: float | None = None
+    runs: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def run(self) -> str:
+        """The server run that last moved the marker ("" when none is known)."""
+        return self.runs[-1][0] if self.runs else ""
 
     def encode(self) -> str:
         lost = "" if self.lost_at is None else repr(self.lost_at)
         born = "" if self.born_at is None else repr(self.born_at)
-        return f"{self.id}|{lost}|{self.seq}|{born}"
+        runs = ";".join(f"{run}:{base}" for run, base in self.runs)
+        return f"{self.id}|{lost}|{self.seq}|{born}|{runs}"
 
     @classmethod
     def decode(cls, text: str) -> Epoch:
         try:
-            epoch_id, lost, seq, *born = text.split("|")
-            if len(born) > 1:
+            epoch_id, lost, seq, *rest = text.split("|")
+            if len(rest) > 2:
                 raise ValueError(text)
-            born_at = float(born[0]) if born and born[0] else None
-            return cls(epoch_id, float(lost) if lost else None, int(seq), born_at)
+            born, runs = (*rest, "", "")[:2]
+            return cls(
+                epoch_id,
+                float(lost) if lost else None,
+                int(seq),
+                float(born) if born else None,
+                tuple(_run(entry) for entry in runs.split(";") if entry),
+            )
         except ValueError as exc:
             raise StoreError("the store's epoch marker is malformed") from exc
 
@@ -268,22 +291,44 @@ class Epoch:
         return self.lost_at is not None and now < self.lost_at + ttl_s
 
     def newborn(self, now: float, grace_s: float) -> bool:
-        """True within ``grace_s`` of a marker written by a client that never saw the
-        store: a store that restarted empty looks new until a client that knew it notices."""
+        """True within ``grace_s`` of a marker that may hide a loss: written by a client
+        that never saw the store (a store that restarted empty looks new until a client
+        that knew it notices), or first moved after a server restart."""
         return self.lost_at is None and self.born_at is not None and now < self.born_at + grace_s
+
+    def restarted_behind(self, known: Epoch) -> bool:
+        """True when a restart since the run ``known`` was seen in came back behind it."""
+        if known.run == self.run:
+            return False
+        names = [run for run, _ in self.runs]
+        since = self.runs[names.index(known.run) + 1 :] if known.run in names else self.runs
+        return any(base < known.seq for _, base in since)
+
+
+def _run(entry: str) -> tuple[str, int]:
+    run, base = entry.split(":")
+    return run, int(base)
 
 
 def advance_epoch(
-    stored: Epoch | None, known: Epoch | None, *, now: float, new_id: str
+    stored: Epoch | None, known: Epoch | None, *, now: float, new_id: str, run: str = ""
 ) -> tuple[Epoch, bool]:
     """The marker to write for one claim or complete, and whether this call found a loss.
 
-    ``known`` is what this client saw last (None: it never used the store).
+    ``known`` is what this client saw last (None: it never used the store). ``run`` is
+    the server process answering now (Redis's ``run_id``; "" for a store without one).
     """
+    runs: tuple[tuple[str, int], ...] = ((run, 0),) if run else ()
     if stored is None:
         if known is None:  # first use, or a loss only a client that knew the store can see
-            return Epoch(new_id, None, 1, born_at=now), False
-        return Epoch(new_id, now, known.seq + 1), True
+            return Epoch(new_id, None, 1, born_at=now, runs=runs), False
+        return Epoch(new_id, now, known.seq + 1, runs=runs), True
+    if stored.run != run:
+        # The first step since the server (re)started: it came back at ``stored.seq``.
+        # No live client can vouch for what the others wrote last (an AOF ``everysec``
+        # power cut keeps a consistent, older store), so it is suspect as a new store is.
+        runs = (*stored.runs, (run, stored.seq))[-RUNS_KEPT:]
+        stored = replace(stored, runs=runs, born_at=now)
     if known is None:
         return replace(stored, seq=stored.seq + 1), False
     if stored.id != known.id:
@@ -291,7 +336,9 @@ def advance_epoch(
             return replace(stored, seq=max(stored.seq, known.seq) + 1), False
         # A different store than the one this client wrote to (a replaced file, or a
         # store that restarted empty and was first used by a client that never saw it).
-        return Epoch(stored.id, now, max(stored.seq, known.seq) + 1), True
-    if stored.seq < known.seq:  # the store is behind what this client saw: writes lost
-        return Epoch(stored.id, now, known.seq + 1), True
+        return replace(stored, lost_at=now, seq=max(stored.seq, known.seq) + 1), True
+    # Behind what this client saw: now, or when a run since started (a rollback that
+    # later steps moved past this client's sequence again still shows in its base).
+    if stored.seq < known.seq or stored.restarted_behind(known):
+        return replace(stored, lost_at=now, seq=max(stored.seq, known.seq) + 1), True
     return replace(stored, seq=stored.seq + 1), False

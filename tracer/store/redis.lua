@@ -14,40 +14,79 @@
 -- known: this client's last view ('' if none). Returns the marker written and 1 when
 -- this call found a loss.
 local function advance_epoch(key, known, now, new_id)
-  -- id|lost_at|seq|born_at; a marker of the earlier format has no born_at
+  -- id|lost_at|seq|born_at|runs, runs = 'run:base;run:base' (oldest first, at most 8);
+  -- a marker of an earlier format lacks the last fields
   local function split(text)
-    local id, lost, seq, born = string.match(text, '^([^|]*)|([^|]*)|(%d+)|?([^|]*)$')
-    return id, lost, tonumber(seq), born
+    local id, lost, seq, born, runs = string.match(text, '^([^|]*)|([^|]*)|(%d+)|?([^|]*)|?([^|]*)$')
+    local list = {}
+    for run, base in string.gmatch(runs or '', '([^;:]+):(%d+)') do
+      list[#list + 1] = {run, tonumber(base)}
+    end
+    return id, lost, tonumber(seq), born, list
   end
-  local function marker(id, lost, seq, born)
-    return id .. '|' .. lost .. '|' .. string.format('%d', seq) .. '|' .. (born or '')
+  local function marker(id, lost, seq, born, runs)
+    local parts = {}
+    for i = math.max(1, #runs - 7), #runs do
+      parts[#parts + 1] = runs[i][1] .. ':' .. string.format('%d', runs[i][2])
+    end
+    return id .. '|' .. lost .. '|' .. string.format('%d', seq) .. '|' .. (born or '') .. '|'
+      .. table.concat(parts, ';')
+  end
+  local function current(runs)
+    return #runs > 0 and runs[#runs][1] or ''
+  end
+  -- a restart since the run the client saw (or any kept, if it is older) came back behind it
+  local function restarted_behind(runs, krun, kseq)
+    if krun == current(runs) then
+      return false
+    end
+    local from = 1
+    for i = 1, #runs do
+      if runs[i][1] == krun then
+        from = i + 1
+      end
+    end
+    for i = from, #runs do
+      if runs[i][2] < kseq then
+        return true
+      end
+    end
+    return false
   end
   local stamp = string.format('%.17g', now)
+  -- this server process: a restart (an AOF or RDB reload, a promoted replica) changes it
+  local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
   local stored = redis.call('GET', key)
   local epoch, found = nil, 0
   if not stored then
     if known == '' then
-      epoch = marker(new_id, '', 1, stamp)
+      epoch = marker(new_id, '', 1, stamp, {{run, 0}})
     else
       local _, _, kseq = split(known)
-      epoch, found = marker(new_id, stamp, kseq + 1), 1
+      epoch, found = marker(new_id, stamp, kseq + 1, '', {{run, 0}}), 1
     end
   else
-    local sid, slost, sseq, sborn = split(stored)
+    local sid, slost, sseq, sborn, sruns = split(stored)
+    if current(sruns) ~= run then
+      -- the first step since the server restarted: it came back at sseq, and no live
+      -- client can vouch for what the others wrote last, so it is suspect as a new store
+      sruns[#sruns + 1] = {run, sseq}
+      sborn = stamp
+    end
     if known == '' then
-      epoch = marker(sid, slost, sseq + 1, sborn)
+      epoch = marker(sid, slost, sseq + 1, sborn, sruns)
     else
-      local kid, _, kseq = split(known)
+      local kid, _, kseq, _, kruns = split(known)
       if sid ~= kid then
         if slost ~= '' then
-          epoch = marker(sid, slost, math.max(sseq, kseq) + 1, sborn)
+          epoch = marker(sid, slost, math.max(sseq, kseq) + 1, sborn, sruns)
         else
-          epoch, found = marker(sid, stamp, math.max(sseq, kseq) + 1), 1
+          epoch, found = marker(sid, stamp, math.max(sseq, kseq) + 1, sborn, sruns), 1
         end
-      elseif sseq < kseq then
-        epoch, found = marker(sid, stamp, kseq + 1), 1
+      elseif sseq < kseq or restarted_behind(sruns, current(kruns), kseq) then
+        epoch, found = marker(sid, stamp, math.max(sseq, kseq) + 1, sborn, sruns), 1
       else
-        epoch = marker(sid, slost, sseq + 1, sborn)
+        epoch = marker(sid, slost, sseq + 1, sborn, sruns)
       end
     end
   end
@@ -59,7 +98,8 @@ end
 -- name: claim
 -- KEYS[1] record, KEYS[2] epoch marker; ARGV fingerprint, now, lease_s, ttl_s, new_token,
 -- gc_margin_s, known epoch, new epoch id, newborn grace_s.
--- Returns {outcome, token, result, fingerprint, epoch, found_loss, store_lost, store_new}.
+-- Returns {outcome, token, result, fingerprint, epoch, found_loss, store_lost, store_new,
+-- suspect_for_s}.
 local fingerprint, token = ARGV[1], ARGV[5]
 local now, lease_s, ttl_s, margin = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local epoch, found, lost_at, born_at = advance_epoch(KEYS[2], ARGV[7], now, ARGV[8])
@@ -71,13 +111,14 @@ end
 if state then
   -- '*': claimed while the store was suspect of a loss; it conflicts with nobody
   if stored_fp ~= fingerprint and stored_fp ~= '*' then
-    return {'conflict', false, false, stored_fp, epoch, found, 0, 0}
+    return {'conflict', false, false, stored_fp, epoch, found, 0, 0, false}
   end
   if state == 'completed' then
-    return {'replay', false, redis.call('HGET', KEYS[1], 'result'), stored_fp, epoch, found, 0, 0}
+    local result = redis.call('HGET', KEYS[1], 'result')
+    return {'replay', false, result, stored_fp, epoch, found, 0, 0, false}
   end
   if now < tonumber(stored[3]) then
-    return {'in_progress', false, false, stored_fp, epoch, found, 0, 0}
+    return {'in_progress', false, false, stored_fp, epoch, found, 0, 0, false}
   end
 end
 local outcome = state and 'takeover' or 'acquired'
@@ -91,7 +132,14 @@ redis.call('HSET', KEYS[1], 'state', 'in_flight', 'fingerprint', suspect == 1 an
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((forget_at - now + margin) * 1000)))
 local newborn = (outcome == 'acquired' and not lost_at and born_at
   and now < born_at + tonumber(ARGV[9])) and 1 or 0
-return {outcome, token, false, fingerprint, epoch, found, suspect, newborn}
+-- how long the store has been suspect (a reply's numbers are integers: sent as text)
+local age = false
+if suspect == 1 then
+  age = string.format('%.17g', now - lost_at)
+elseif newborn == 1 then
+  age = string.format('%.17g', now - born_at)
+end
+return {outcome, token, false, fingerprint, epoch, found, suspect, newborn, age}
 
 -- name: complete
 -- KEYS[1] record, KEYS[2] epoch marker; ARGV token, result, now, ttl_s, gc_margin_s,
