@@ -20,6 +20,7 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.memory import create_client_server_memory_streams
 from opentelemetry.trace import SpanKind
 
+from toolspan.tracer import DEFAULT_COMMIT_WINDOW_S
 from toolspan.tracer.integrations.mcp import IDEMPOTENCY_META_KEY
 from toolspan.tracer.integrations.mcp_proxy import (
     CONVERSATION_META_KEY,
@@ -28,7 +29,7 @@ from toolspan.tracer.integrations.mcp_proxy import (
     http_upstream,
     parse_config,
 )
-from toolspan.tracer.store import derive_key
+from toolspan.tracer.store import MemoryStore, derive_key
 
 from ..services import free_port
 from .mcp_proxy_server import Shop, shop_server
@@ -46,6 +47,19 @@ DECLARED = {
     "tools": {
         "get_order": {"side_effect": "read"},
         "get_refund_status": {"side_effect": "read"},
+        # The scripted shop never acts on a call after it answered or timed out.
+        "refund_order": {
+            "side_effect": "write",
+            "check_with": "get_refund_status",
+            "commit_window_s": 0,
+        },
+    },
+}
+# The same with the default commit window: an upstream that may still commit late.
+WINDOWED = {
+    **DECLARED,
+    "tools": {
+        **DECLARED["tools"],
         "refund_order": {"side_effect": "write", "check_with": "get_refund_status"},
     },
 }
@@ -212,17 +226,24 @@ def test_a_timed_out_write_is_not_repeated_and_its_repeat_waits_for_the_check(
     args = {"order_id": "A-2"}
 
     async def test():
-        async with Client(ThroughProxy(make_proxy(shop, spans, clock)), mode=mode) as client:
+        # The guards' store reads the same clock, so the window can pass.
+        proxy = make_proxy(shop, spans, clock, WINDOWED, store=MemoryStore(clock=clock))
+        async with Client(ThroughProxy(proxy), mode=mode) as client:
             lost = await client.call_tool("refund_order", args)
-            repeated = await client.call_tool("refund_order", args)  # the client retries itself
+            # The client retries itself while the upstream may still commit the first call.
+            held = await client.call_tool("refund_order", args)
+            clock.advance(DEFAULT_COMMIT_WINDOW_S)
+            repeated = await client.call_tool("refund_order", args)  # after the window
             checked = await client.call_tool("get_refund_status", args)
             after_check = await client.call_tool("refund_order", args)
-            return lost, repeated, checked, after_check
+            return lost, held, repeated, checked, after_check
 
-    lost, repeated, checked, after_check = anyio.run(test)
+    lost, held, repeated, checked, after_check = anyio.run(test)
     assert lost.is_error and payload(lost)["status"] == "unsafe_retry"
     assert payload(lost)["error_code"] == "unknown_outcome" and payload(lost)["attempts"] == 1
     assert payload(lost)["next"]["tools"] == ["get_refund_status"]
+    assert held.is_error and payload(held)["status"] == "in_progress"
+    assert payload(held)["attempts"] == 0  # nothing ran upstream
     assert repeated.is_error and payload(repeated)["status"] == "read_back_required"
     assert "get_refund_status" in repeated.content[0].text  # the text says it too
     assert checked.structured_content == {"result": "refunded"}  # its outputSchema holds
@@ -231,7 +252,7 @@ def test_a_timed_out_write_is_not_repeated_and_its_repeat_waits_for_the_check(
     assert not after_check.is_error
     assert shop.refunds == ["A-2", "A-2"]
     errors = [spans.attrs(s).get("error.type") for s in server_spans(spans, "tools/call")]
-    assert errors == ["tool_error", "tool_error", None, None]
+    assert errors == ["tool_error", "tool_error", "tool_error", None, None]
 
 
 def test_an_undeclared_tool_is_a_write_and_annotations_count_only_when_trusted(shop, spans, clock):

@@ -27,6 +27,7 @@
     [tools.send_email]
     side_effect = "write"
     check_with = "get_outbox"  # a read that says whether an unknown send happened
+    commit_window_s = 30       # how long the server may still act after a timeout (default 30)
 
 Every mistake is a :class:`~toolspan.tracer.ConfigurationError` whose message
 is one line naming the file and the key.
@@ -43,6 +44,7 @@ from typing import Any
 
 from ..._canonical import canonical_json
 from ..._errors import ConfigurationError
+from ..._tool import DEFAULT_COMMIT_WINDOW_S
 from .._common import Declaration, Declarations
 
 __all__ = ["ProxyConfig", "ToolConfig", "load_config", "parse_config"]
@@ -74,6 +76,7 @@ _TOOL_KEYS = frozenset(
         "resource_key",
         "retryable_codes",
         "task",
+        "commit_window_s",
     }
 )
 _SIDE_EFFECTS = {"read": "none", "write": "write"}
@@ -106,6 +109,7 @@ class ToolConfig:
     resource_key: str | None = None
     retryable_codes: frozenset[str] | None = None
     task: bool = False
+    commit_window_s: float = DEFAULT_COMMIT_WINDOW_S
 
     def declaration(self, name: str) -> Declaration:
         """The tool as the adapters' :class:`Declaration` (its key's step included)."""
@@ -116,6 +120,7 @@ class ToolConfig:
             resource_key=None if self.resource_key is None else _argument(self.resource_key),
             step=_step(name, self.key_arguments) if self.idempotent else None,
             retryable_codes=self.retryable_codes,
+            commit_window_s=self.commit_window_s,
         )
 
 
@@ -210,7 +215,7 @@ def _tool(name: str, table: Any) -> ToolConfig:
     key_arguments = _names(table, "key_arguments", where)
     check_with = _text(table, "check_with", where)
     if side_effect == "read":
-        for key in ("idempotent", "key_arguments", "check_with", "resource_key"):
+        for key in ("idempotent", "key_arguments", "check_with", "resource_key", "commit_window_s"):
             if table.get(key) not in (None, False):
                 raise ConfigurationError(f"{where}{key} is for writes (side_effect is read)")
     if key_arguments is not None and not idempotent:
@@ -224,6 +229,11 @@ def _tool(name: str, table: Any) -> ToolConfig:
         resource_key=_text(table, "resource_key", where),
         retryable_codes=None if codes is None else frozenset(codes),
         task=_bool(table, "task", False, where),
+        # How long the upstream may still act on a call after the proxy gave up on
+        # it: 0 for a server that never does (docs/durability.md, the commit window).
+        commit_window_s=_number(
+            table, "commit_window_s", DEFAULT_COMMIT_WINDOW_S, where, allow_zero=True
+        ),
     )
 
 
@@ -235,12 +245,15 @@ def _no_unknown(table: Mapping[str, Any], known: frozenset[str], where: str) -> 
         )
 
 
-def _number(table: Mapping[str, Any], key: str, default: float, where: str) -> float:
+def _number(
+    table: Mapping[str, Any], key: str, default: float, where: str, *, allow_zero: bool = False
+) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigurationError(f"{where}{key} must be a number, not {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigurationError(f"{where}{key} must be a positive number, not {value!r}")
+    if not (math.isfinite(value) and (value > 0 or (allow_zero and value == 0))):
+        kind = "a number of at least 0" if allow_zero else "a positive number"
+        raise ConfigurationError(f"{where}{key} must be {kind}, not {value!r}")
     return float(value)
 
 

@@ -416,13 +416,18 @@ class McpProxy:
                 listed.name, self._caller(listed.name), parameters={"type": "object"}, **options
             )
         read_back = None
+        commit_window_s = tool.commit_window_s
         if config.runs_as_task(listed.name) and tool.is_write and not tool.idempotent:
             read_back = self._task_read_back(listed.name)
+            # The upstream's task record settles the outcome, pending or not: no
+            # late commit hides behind its answer, so there is no window to wait out.
+            commit_window_s = 0.0
         return dataclasses.replace(
             tool,
             check_with=config.check_with(listed.name),
             service=self.service,
             read_back=read_back,
+            commit_window_s=commit_window_s,
         )
 
     def _caller(self, name: str) -> Callable[..., Awaitable[Any]]:
