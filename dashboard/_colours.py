@@ -60,6 +60,7 @@ STATUS_COLOURS: dict[str, str] = {
     "jsonrpc_method_not_found": "#2D87C3",
     "jsonrpc_invalid_request": "#876969",
     "jsonrpc_parse_error": "#2D0F96",
+    "mcp_invalid_result": "#00005A",
 }
 
 # Names for the same thing: an attempt's "ok" is a call's "succeeded"; the
