@@ -139,7 +139,7 @@ class Alerter:
         call = ToolCall(
             name="post_alert",
             call_id=batch_id,
-            arguments={"payload": alert_payload(batch, self._dashboard_url), "key": batch_id},
+            arguments={"payload": alert_payload(batch, self._dashboard_url)},
             conversation_id="toolspan-serve-alerts",
             idempotency_key=batch_id,
         )
@@ -153,8 +153,10 @@ class Alerter:
             f"attempt(s): {result.error_code}: {result.message}"
         )
 
-    def _post(self, payload: dict[str, Any], key: str) -> int:
-        response = self._client.post(self._url, json=payload, headers={"Idempotency-Key": key})
+    def _post(self, payload: dict[str, Any], idempotency_key: str | None = None) -> int:
+        # The executor fills in the batch's key: every retry of a batch carries the same one.
+        headers = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+        response = self._client.post(self._url, json=payload, headers=headers)
         if response.is_error:
             raise from_httpx_response(response)
         return response.status_code
