@@ -186,9 +186,9 @@ def run_analyze(args: argparse.Namespace) -> int:
             if not summary["spans"] and not args.allow_empty:
                 # A mis-pointed CI gate must not pass on nothing.
                 return _error(
-                    f"no spans in the input ({summary['files']} file(s), {summary['lines']} "
-                    f"line(s), {summary['bad_lines']} skipped): nothing to analyze "
-                    "(--allow-empty accepts that)"
+                    f"no spans in {summary['files']} file(s) ({summary['lines']} line(s), "
+                    f"{summary['bad_lines']} corrupt): nothing to analyze; "
+                    "--allow-empty accepts that"
                 )
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:
