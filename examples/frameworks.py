@@ -83,7 +83,12 @@ def support_declarations(desk: SupportDesk) -> Declarations:
             "track_shipment": Declaration.read(),
             "check_inventory": Declaration.read(),
             # The payments API honours Idempotency-Key: safe to retry under a key.
-            "refund_order": Declaration.write(idempotent=True, resource_key=by_order),
+            # refund_order sends the call's key itself (read with current_call()).
+            "refund_order": Declaration.write(
+                idempotent=True,
+                resource_key=by_order,
+                key_passed="Idempotency-Key, from current_call()",
+            ),
             # The cancel API has a status read-back: a lost response is settled by asking.
             "cancel_order": Declaration.write(
                 read_back=desk.get_cancellation, resource_key=by_order

@@ -91,9 +91,16 @@ class SupportDesk:
     # -- writes -----------------------------------------------------------------
 
     def refund_order(self, order_id: str, amount_cents: int, reason: str) -> dict[str, Any]:
+        """For frameworks that call the function themselves: the key from :func:`current_call`."""
         call = current_call()
         key = call.idempotency_key if call is not None else None
         return self.refund_with_key(key, order_id, amount_cents, reason)
+
+    def refund(
+        self, order_id: str, amount_cents: int, reason: str, idempotency_key: str | None
+    ) -> dict[str, Any]:
+        """The refund tool: the executor passes the call's key as ``idempotency_key``."""
+        return self.refund_with_key(idempotency_key, order_id, amount_cents, reason)
 
     def refund_with_key(
         self, key: str | None, order_id: str, amount_cents: int, reason: str
@@ -174,7 +181,7 @@ def support_tools(desk: SupportDesk) -> list[Tool]:
         ),
         Tool(
             "refund_order",
-            desk.refund_order,
+            desk.refund,  # receives the call's key as its idempotency_key parameter
             side_effect="write",
             idempotent=True,  # the payments API honours Idempotency-Key
             resource_key=by_order,
@@ -234,8 +241,13 @@ def support_declarations(desk: SupportDesk) -> Declarations:
             "get_order": Declaration.read(),
             "track_shipment": Declaration.read(),
             "check_inventory": Declaration.read(),
-            # Keyed: derive_key(request_id, "refund_order:<order id>").
-            "refund_order": Declaration.write(idempotent=True, resource_key=by_order),
+            # Keyed: derive_key(request_id, "refund_order:<order id>"); refund_order
+            # sends the call's key itself (read with current_call()).
+            "refund_order": Declaration.write(
+                idempotent=True,
+                resource_key=by_order,
+                key_passed="Idempotency-Key, from current_call()",
+            ),
             "cancel_order": Declaration.write(
                 read_back=desk.get_cancellation, resource_key=by_order
             ),

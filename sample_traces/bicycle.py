@@ -33,7 +33,6 @@ from toolspan.tracer import (
     Tool,
     ToolCall,
     ToolError,
-    current_call,
 )
 from toolspan.tracer.testing import FakeClock
 
@@ -124,13 +123,13 @@ class DockService:
     holds_committed: int = 0
     keys_seen: set[str] = field(default_factory=set)
 
-    def _answer(self, *, write: bool) -> None:
+    def _answer(self, *, write: bool, key: str | None = None) -> None:
         step = self.script[min(self.requests, len(self.script) - 1)]
         self.clock.advance(_LATENCY_S[self.requests % len(_LATENCY_S)])
         self.requests += 1
         code, retry_after = (step, None) if isinstance(step, str) else step
         if write and code in ("ok", "timeout"):
-            self._commit()
+            self._commit(key)
         if code == "ok":
             return
         if code == "timeout":
@@ -140,9 +139,7 @@ class DockService:
             status, f"dock service answered {status}", retry_after_s=retry_after
         )
 
-    def _commit(self) -> None:
-        call = current_call()  # the tool forwards the call's key, as a header would
-        key = call.idempotency_key if call is not None else None
+    def _commit(self, key: str | None) -> None:
         if key is None or key not in self.keys_seen:
             self.holds_committed += 1  # committed, even if the response is lost next
         if key is not None:
@@ -153,9 +150,14 @@ class DockService:
         return {"dock_id": dock_id, "bikes_available": 4, "docks_free": 7}
 
     def hold_bicycle(
-        self, dock_id: str, rider_id: str, payment_token: str | None = None
+        self,
+        dock_id: str,
+        rider_id: str,
+        payment_token: str | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        self._answer(write=True)
+        # The executor passes the call's key; the service sees it as a header's value.
+        self._answer(write=True, key=idempotency_key)
         return {"hold_id": f"H-{dock_id}-{rider_id}", "expires_in_s": 600}
 
 
@@ -192,7 +194,7 @@ def _tools(service: DockService) -> list[Tool]:
             "hold_bicycle",
             service.hold_bicycle,
             side_effect="write",
-            idempotent=True,
+            idempotent=True,  # hold_bicycle sends its idempotency_key parameter
             parameters=HOLD_SCHEMA,
             schema_version="2026-01",
         ),

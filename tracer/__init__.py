@@ -11,7 +11,14 @@ exporters with :func:`setup_telemetry` (extra ``toolspan[otel]``).
 
 from __future__ import annotations
 
-from ._adapters import from_httpx, from_httpx_response, raise_for_httpx_status, to_tool_error
+from ._adapters import (
+    from_httpx,
+    from_httpx_response,
+    raise_for_httpx_status,
+    send_idempotency_key,
+    send_idempotency_key_async,
+    to_tool_error,
+)
 from ._attributes import CONTRACT_VERSION
 from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
@@ -70,6 +77,8 @@ __all__ = [
     "from_httpx_response",
     "parse_retry_after",
     "raise_for_httpx_status",
+    "send_idempotency_key",
+    "send_idempotency_key_async",
     "setup_telemetry",
     "to_tool_error",
     "tool",

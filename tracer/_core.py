@@ -4,7 +4,7 @@ As tenacity's ``iter()`` does, each step of :class:`Core` returns the next
 *action* for a driver (:class:`~toolspan.tracer.Executor` or
 :class:`~toolspan.tracer.AsyncExecutor`) to perform:
 
-* :data:`INVOKE`: call ``run.fn(**run.arguments)`` (the tool, or its
+* :data:`INVOKE`: call ``run.fn(**run.kwargs)`` (the tool, or its
   read-back) and report what it returned (:meth:`Core.returned`) or raised
   (:meth:`Core.raised`);
 * :class:`Sleep`: wait ``delay_s`` before the next attempt, then report
@@ -44,13 +44,15 @@ from ._batch import resource_of
 from ._breaker import CircuitBreaker, Transition
 from ._budget import RetryBudget
 from ._canonical import canonical_json, digest
+from ._current import CURRENT_CALL, current_call
 from ._errors import ConfigurationError, ToolError
 from ._hooks import Hook, dispatch_attempt, dispatch_call
-from ._next import next_step
+from ._next import Next, next_step
 from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._redact import Redactor
 from ._result import RETRYABLE_STATUSES, Status, ToolResult, package
 from ._safeguards import LeaseKeeper, Safeguards
+from ._signature import KEY_PARAMETER, takes_key
 from ._spans import SpanWriter, base_attributes
 from ._throttle import ThrottledWarning
 from ._tool import Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
@@ -62,25 +64,14 @@ __all__ = ["INVOKE", "Action", "Core", "Invoke", "Run", "Sleep", "current_call"]
 _log = logging.getLogger("toolspan.tracer")
 _sha256 = hashlib.sha256
 
-_CURRENT_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
-    "toolspan_current_call", default=None
-)
-
-
-def current_call() -> ToolCall | None:
-    """The tool call being executed, inside a tool function (else ``None``).
-
-    Tools use it to forward the idempotency key to their service, e.g. as
-    an ``Idempotency-Key`` header.
-    """
-    return _CURRENT_CALL.get()
+_CURRENT_CALL = CURRENT_CALL  # the bench's attempt loop sets it as the core does
 
 
 # -- actions -------------------------------------------------------------------------
 
 
 class Invoke:
-    """The action "call ``run.fn(**run.arguments)`` and report back".
+    """The action "call ``run.fn(**run.kwargs)`` and report back".
 
     One instance, :data:`INVOKE`, serves every call: what to invoke is on the
     run, so asking costs no allocation on the hot path.
@@ -150,11 +141,13 @@ class Run:
         "error",
         "fn",
         "keeper",
+        "kwargs",
         "plan",
         "safe_to_repeat",
         "span",
         "started_at",
         "tool",
+        "tool_kwargs",
         "total_wait_s",
     )
 
@@ -186,6 +179,10 @@ class Run:
     base_attributes: dict[str, Any]
     safe_to_repeat: bool
     fn: Callable[..., Any]
+    # What the pending INVOKE passes to ``fn``: the arguments, with the call's
+    # key where the function declares an ``idempotency_key`` parameter.
+    kwargs: dict[str, Any]
+    tool_kwargs: dict[str, Any]
     asking: int
     attempt_span: Span
     context_token: contextvars.Token[Context]
@@ -202,8 +199,10 @@ class _Plan:
         "keys_resources",
         "policy",
         "quick_arguments",
+        "read_back_takes_key",
         "schema_version",
         "service",
+        "takes_key",
         "tool",
     )
 
@@ -219,6 +218,9 @@ class _Plan:
         # Reads are always safe to repeat; an idempotent write when its call has a key.
         self.always_safe = declared.side_effect != "write"
         self.keyed_safe = declared.idempotent
+        # The functions that receive the call's key as their ``idempotency_key``.
+        self.takes_key = declared._takes_key
+        self.read_back_takes_key = declared.read_back is not None and takes_key(declared.read_back)
         # Checking and redacting a call's arguments in one pass, where they fuse
         # (a redactor of toolspan's own rules and a schema of plain fields).
         self.quick_arguments = (
@@ -264,6 +266,11 @@ class Core:
             if declared.name in self.tools:
                 raise ConfigurationError(f"tool {declared.name!r} is declared twice")
             self.tools[declared.name] = declared
+        _check_references(self.tools)
+        # An unknown tool's answer lists the tools that exist, so the model can pick one.
+        self._unknown_next = Next(
+            "there is no tool by that name: use one of the listed tools", tuple(self.tools)
+        )
         self.policy = policy or RetryPolicy()
         self.spans = SpanWriter(tracer_provider, span_clock)
         self.redactor = redactor or Redactor()
@@ -294,7 +301,14 @@ class Core:
         plan = self._plans.get(call.name)
         if plan is None:
             span = self.spans.start_call(call, base_attributes(call, None), None)
-            return self._refused(span, call, None, "unknown_tool", f"no tool named {call.name!r}")
+            return self._refused(
+                span,
+                call,
+                None,
+                "unknown_tool",
+                f"no tool named {call.name!r}",
+                self._unknown_next,
+            )
         declared = plan.tool
         arguments, problem, redacted = parse_arguments(
             declared, call.arguments, plan.quick_arguments
@@ -313,6 +327,8 @@ class Core:
             resource = resource_of(declared, arguments)
             if resource is not None:
                 base[attr.RESOURCE_KEY] = self.redactor.text(resource)
+        if plan.takes_key and problem is None and KEY_PARAMETER in arguments:
+            problem = f"{KEY_PARAMETER!r} is set by the executor, not in the arguments"
         run.span = self.spans.start_call(
             call, base, args_bytes.decode(), args_hash, plan.schema_version, plan.service
         )
@@ -321,6 +337,9 @@ class Core:
         run.tool = declared
         run.plan = plan
         run.arguments = arguments
+        run.tool_kwargs = (
+            {**arguments, KEY_PARAMETER: call.idempotency_key} if plan.takes_key else arguments
+        )
         run.args_hash = args_hash
         run.started_at = self.clock()
         run.base_attributes = base
@@ -366,13 +385,11 @@ class Core:
         run.error = error
         if run.admission is not None:
             self._report(run, failed=error.code in run.plan.policy.retryable_codes)
-        if (
-            not run.safe_to_repeat
-            and run.tool.read_back is not None
-            and error.code in AMBIGUOUS_CODES
-        ):
-            # An ambiguous write failure the tool can settle by reading back.
-            return self._ask(run, run.tool.read_back, _READ_BACK_AFTER_FAILURE)
+        if run.tool.read_back is not None and error.code in AMBIGUOUS_CODES:
+            # An ambiguous write failure the tool can settle by reading back: the
+            # read-back runs before any repeat, keyed or not. A key protects only
+            # where the service honours it; a read-back sees the effect either way.
+            return self._ask_read_back(run, _READ_BACK_AFTER_FAILURE)
         return self._classify(run, error, _SKIPPED)
 
     def slept(self, run: Run, delay_s: float) -> Action:
@@ -385,8 +402,15 @@ class Core:
     # -- around each attempt ------------------------------------------------------
 
     @staticmethod
-    def _ask(run: Run, fn: Callable[..., Any], asking: int) -> Invoke:
-        run.fn = fn
+    def _ask_read_back(run: Run, asking: int) -> Invoke:
+        read_back = run.tool.read_back
+        assert read_back is not None
+        run.fn = read_back
+        run.kwargs = (
+            {**run.arguments, KEY_PARAMETER: run.call.idempotency_key}
+            if run.plan.read_back_takes_key
+            else run.arguments
+        )
         run.asking = asking
         return INVOKE
 
@@ -417,6 +441,7 @@ class Core:
             assert run.call.idempotency_key is not None
             run.keeper = self.safeguards.keep_lease(run.call.idempotency_key, run.claim_token)
         run.fn = run.tool.fn
+        run.kwargs = run.tool_kwargs
         run.asking = _ATTEMPT
         return INVOKE
 
@@ -433,6 +458,23 @@ class Core:
         assert run.error is not None
         return self._classify(run, run.error, answer)
 
+    def _verdict(self, run: Run, answer: Any) -> str:
+        """What a read-back answer says about the write's effect: ``"found"``,
+        ``"absent"`` or ``"failed"`` (the read-back raised).
+
+        The one place that decides when "absent" is trusted, i.e. when a write
+        whose outcome was unknown may run (again): after a failed attempt and
+        before a claimed key whose earlier effect is unknown alike.
+        """
+        if answer is _UNKNOWN:
+            return "failed"
+        return "absent" if answer is None else "found"
+
+    @staticmethod
+    def _keyed(run: Run) -> bool:
+        """A write whose call has a key its service honours (``idempotent``)."""
+        return run.plan.keyed_safe and bool(run.call.idempotency_key)
+
     def _classify(self, run: Run, error: ToolError, read_back: Any) -> Sleep | ToolResult:
         """After a failed attempt: a final result, or a sleep before the retry.
 
@@ -440,14 +482,15 @@ class Core:
         failure (``_SKIPPED`` when none was made, ``_UNKNOWN`` when it failed).
         """
         if read_back is not _SKIPPED:
-            verdict = _verdict(read_back)
+            verdict = self._verdict(run, read_back)
             run.attempt_span.set_attribute(attr.READ_BACK, verdict)
             run.span.set_attribute(attr.READ_BACK, verdict)
             if verdict == "found":
                 self._attempt_failed(run, error, 0.0)
                 return self._finish_ok(run, read_back, reconciled=True)
-            # The effect is absent: running the write once more is safe.
-            run.safe_to_repeat = verdict == "absent"
+            # The effect is absent: running the write once more is safe. A failed
+            # read-back leaves what a key protects (where the service honours it).
+            run.safe_to_repeat = verdict == "absent" or self._keyed(run)
         decision = run.plan.policy.decide(
             error,
             attempt=run.attempt,
@@ -467,7 +510,7 @@ class Core:
         effect_unknown = (
             run.tool.is_write and error.code in AMBIGUOUS_CODES and not run.safe_to_repeat
         )
-        if run.tool.is_write and not (run.tool.idempotent and run.call.idempotency_key):
+        if run.tool.is_write and not self._keyed(run):
             run.safe_to_repeat = False  # a read-back's "absent" covers one repeat only
         if refused:
             assert self.retry_budget is not None
@@ -674,7 +717,13 @@ class Core:
         return result
 
     def _refused(
-        self, span: Span, call: ToolCall, declared: Tool | None, status: Status, message: str
+        self,
+        span: Span,
+        call: ToolCall,
+        declared: Tool | None,
+        status: Status,
+        message: str,
+        next_: Next | None = None,
     ) -> ToolResult:
         """The result of a call that never ran (its call span is open)."""
         result = ToolResult(
@@ -684,7 +733,7 @@ class Core:
             call_id=call.call_id,
             error_code=status,
             message=self.redactor.text(message),
-            next=next_step(declared, status, status),
+            next=next_ if next_ is not None else next_step(declared, status, status),
         )
         self._close(span, result, None, None)
         return result
@@ -778,13 +827,13 @@ class Core:
         run.span.set_attribute(attr.READ_BACK, "required")
         if run.tool.read_back is None:
             return self._reconcile(run, _SKIPPED)
-        return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
+        return self._ask_read_back(run, _READ_BACK_FIRST)
 
     def _check_first(self, run: Run) -> Action:
         """A repeat of an unkeyed write whose last outcome is unknown: check before it runs."""
         run.span.set_attribute(attr.READ_BACK, "required")
         if run.tool.read_back is not None:
-            return self._ask(run, run.tool.read_back, _READ_BACK_FIRST)
+            return self._ask_read_back(run, _READ_BACK_FIRST)
         check = run.tool.check_with
         how = f"call {check} first" if check else "no check tool is declared for it"
         return self._failed(
@@ -810,7 +859,7 @@ class Core:
                 "an earlier run of this action ended with an unknown outcome and the "
                 "tool declares no read-back",
             )
-        verdict = _verdict(answer)
+        verdict = self._verdict(run, answer)
         run.span.set_attribute(attr.READ_BACK, verdict)
         if verdict == "found":
             return self._finish_ok(run, answer, reconciled=True)
@@ -936,8 +985,16 @@ class Core:
             guards.forget_check(call.conversation_id, run.call_identity)
 
 
-def _verdict(answer: Any) -> str:
-    """What a read-back answer says about the write's effect."""
-    if answer is _UNKNOWN:
-        return "failed"
-    return "absent" if answer is None else "found"
+def _check_references(tools: dict[str, Tool]) -> None:
+    """Every ``check_with`` and ``next_tools`` names a tool the executor has:
+    the model is told to call them."""
+    for declared in tools.values():
+        named = [declared.check_with] if declared.check_with else []
+        missing = [name for name in [*named, *declared.next_tools] if name not in tools]
+        if missing:
+            raise ConfigurationError(
+                f"tool {declared.name!r} names tools this executor does not have: "
+                + ", ".join(repr(name) for name in missing)
+                + "; it has: "
+                + ", ".join(repr(name) for name in tools)
+            )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import enum
 import inspect
 import random
 import time
@@ -34,6 +35,15 @@ from ._tool import Tool, ToolCall
 __all__ = ["AsyncExecutor", "Executor", "current_call"]
 
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024
+
+
+class _InMemory(enum.Enum):
+    """The default ``safeguards``: kept in memory (``None`` turns them off)."""
+
+    IN_MEMORY = enum.auto()
+
+
+IN_MEMORY = _InMemory.IN_MEMORY
 _Coroutine = types.CoroutineType
 
 
@@ -47,7 +57,10 @@ class _ExecutorBase(Generic[_SleepT]):
     (see :mod:`toolspan.tracer.testing`) so nothing sleeps for real.
     ``span_clock`` (Unix nanoseconds) stamps the spans instead of the SDK's
     clock: simulations and replays get timelines that match their fake time.
-    ``safeguards`` adds the idempotency store and the turn and loop guards.
+    ``safeguards`` holds the idempotency store and the turn and loop guards;
+    without it they are kept in this process's memory
+    (:meth:`Safeguards.in_memory`); a store makes them shared and durable;
+    ``safeguards=None`` turns them off.
     ``retry_budget`` (:class:`RetryBudget`) bounds retries per downstream
     service across the fleet; ``circuit_breaker`` (:class:`CircuitBreaker`)
     fails calls fast while their service is failing.
@@ -69,7 +82,7 @@ class _ExecutorBase(Generic[_SleepT]):
         rng: random.Random | None = None,
         hooks: Sequence[Hook] = (),
         span_clock: Callable[[], int] | None = None,
-        safeguards: Safeguards | None = None,
+        safeguards: Safeguards | _InMemory | None = None,
         retry_budget: RetryBudget | None = None,
         circuit_breaker: CircuitBreaker | None = None,
     ) -> None:
@@ -84,7 +97,7 @@ class _ExecutorBase(Generic[_SleepT]):
             rng=rng,
             hooks=hooks,
             span_clock=span_clock,
-            safeguards=safeguards,
+            safeguards=Safeguards.in_memory() if safeguards is IN_MEMORY else safeguards,
             retry_budget=retry_budget,
             circuit_breaker=circuit_breaker,
         )
@@ -117,7 +130,7 @@ class Executor(_ExecutorBase[Callable[[float], None]]):
         while not isinstance(action, ToolResult):
             if action is INVOKE:
                 try:
-                    value = run.fn(**run.arguments)
+                    value = run.fn(**run.kwargs)
                 except Exception as exc:
                     action = core.raised(run, exc)
                 else:
@@ -179,7 +192,7 @@ class AsyncExecutor(_ExecutorBase[Callable[[float], Awaitable[None]]]):
                 action = core.slept(run, action.delay_s)
                 continue
             try:
-                value = run.fn(**run.arguments)
+                value = run.fn(**run.kwargs)
                 # An async tool's coroutine, told apart without a call; any
                 # other awaitable (a Future, a Task) still gets awaited.
                 if type(value) is _Coroutine or inspect.isawaitable(value):

@@ -32,7 +32,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from .store import Claim, IdempotencyStore, StoreError
+from .store import Claim, IdempotencyStore, MemoryStore, StoreError
 
 __all__ = ["Safeguards"]
 
@@ -76,6 +76,17 @@ class Safeguards:
     loop_threshold: int | None = 3
     guard_ttl_s: float = 24 * _HOUR
     detect_store_loss: bool = True
+
+    @classmethod
+    def in_memory(cls) -> Safeguards:
+        """The guards an executor keeps when given no ``safeguards``: in this
+        process's memory (a :class:`~toolspan.tracer.store.MemoryStore`), so an
+        unknown outcome still waits for a read-back, loops are still refused and
+        the turn budget still counts, within one process. Guard state lives an
+        hour (conversations rarely last longer; memory stays bounded); a store
+        that starts empty is expected here, so store loss is not looked for.
+        """
+        return cls(store=MemoryStore(), guard_ttl_s=_HOUR, detect_store_loss=False)
 
     # -- idempotency ----------------------------------------------------------
 

@@ -17,7 +17,11 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["schema_from_signature"]
+__all__ = ["KEY_PARAMETER", "schema_from_signature", "takes_key"]
+
+# The parameter through which a tool function receives its call's idempotency
+# key. The executor fills it in; it is never part of the model-facing schema.
+KEY_PARAMETER = "idempotency_key"
 
 _JSON_TYPES: dict[Any, str] = {
     str: "string",
@@ -41,6 +45,8 @@ def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any] | None:
     required: list[str] = []
     open_ended = False
     for name, parameter in signature.parameters.items():
+        if name == KEY_PARAMETER:
+            continue  # the executor's to fill in, never the model's
         if parameter.kind is parameter.VAR_KEYWORD:
             open_ended = True
             continue
@@ -55,6 +61,18 @@ def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any] | None:
     if not open_ended:
         schema["additionalProperties"] = False
     return schema
+
+
+def takes_key(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` declares an ``idempotency_key`` parameter that can be passed by name."""
+    try:
+        parameter = inspect.signature(fn).parameters.get(KEY_PARAMETER)
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind in (
+        parameter.POSITIONAL_OR_KEYWORD,
+        parameter.KEYWORD_ONLY,
+    )
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

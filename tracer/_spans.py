@@ -48,6 +48,9 @@ def base_attributes(call: ToolCall, declared: Tool | None) -> dict[str, Any]:
         base[attr.SIDE_EFFECT] = declared.side_effect
     if call.idempotency_key:
         base[attr.IDEMPOTENCY_KEY] = call.idempotency_key
+        route = None if declared is None else declared.key_route
+        if route is not None:
+            base[attr.IDEMPOTENCY_KEY_PASSED] = route
     if declared is not None and declared.span_attributes:
         # An adapter's protocol attributes (MCP's); they never replace ours.
         base = {**declared.span_attributes, **base}

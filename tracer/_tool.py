@@ -19,7 +19,7 @@ import orjson
 
 from ._errors import ConfigurationError
 from ._redact import REDACTED, Redactor
-from ._signature import schema_from_signature
+from ._signature import KEY_PARAMETER, schema_from_signature, takes_key
 from .integrations._shapes import anthropic_fields, openai_fields
 
 __all__ = ["SideEffect", "Tool", "ToolCall", "tool"]
@@ -86,6 +86,8 @@ class Tool:
     next_tools: Sequence[str] = ()
     service: str = ""
     span_attributes: Mapping[str, str | bool | int | float] | None = None
+    key_passed: str | None = None
+    _takes_key: bool = field(init=False, repr=False, compare=False)
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
     _accept_args: _Acceptor | None = field(init=False, repr=False, compare=False)
     _accept_rules: _Rules | None = field(init=False, repr=False, compare=False)
@@ -110,13 +112,51 @@ class Tool:
             raise ConfigurationError(f"tool {self.name!r}: service must be a string")
         # The downstream service its retry budget and circuit breaker are kept per.
         object.__setattr__(self, "service", self.service or self.name)
+        object.__setattr__(self, "_takes_key", takes_key(self.fn))
+        self._check_key_route()
         if self.parameters is None:
             object.__setattr__(self, "parameters", schema_from_signature(self.fn))
+        elif self._takes_key and KEY_PARAMETER in (self.parameters.get("properties") or {}):
+            raise ConfigurationError(
+                f"tool {self.name!r}: {KEY_PARAMETER!r} is filled in by the executor with the "
+                "call's key; remove it from the parameters the model is given"
+            )
         object.__setattr__(self, "_check_args", _compile(self.parameters, "parameters", self.name))
         rules = _quick_rules(self.parameters)
         object.__setattr__(self, "_accept_rules", rules)
         object.__setattr__(self, "_accept_args", None if rules is None else _accept_with(*rules))
         object.__setattr__(self, "_check_result", _compile(self.result_schema, "result", self.name))
+
+    def _check_key_route(self) -> None:
+        """An idempotent write must say how its key reaches the service."""
+        if self.key_passed is not None and (
+            not isinstance(self.key_passed, str) or not self.key_passed.strip()
+        ):
+            raise ConfigurationError(
+                f"tool {self.name!r}: key_passed says in words how the key travels "
+                '(e.g. "Idempotency-Key header"), and cannot be empty'
+            )
+        if self.key_passed is not None and not self.idempotent:
+            raise ConfigurationError(
+                f"tool {self.name!r}: key_passed is for idempotent writes (idempotent=True)"
+            )
+        if self.idempotent and not self._takes_key and self.key_passed is None:
+            raise ConfigurationError(
+                f"tool {self.name!r} is declared idempotent=True, but nothing passes its "
+                "idempotency key to the service, so a repeat would run twice. Either give "
+                f"the function an {KEY_PARAMETER!r} parameter (the executor fills it in), "
+                "or send it as a header with an httpx client built with "
+                'event_hooks={"request": [send_idempotency_key()]} and declare '
+                'key_passed="Idempotency-Key header", or say how it travels otherwise '
+                'with key_passed="..."'
+            )
+
+    @property
+    def key_route(self) -> str | None:
+        """How the call's key reaches the service (recorded on the call span), or ``None``."""
+        if self.key_passed is not None:
+            return self.key_passed
+        return f"{KEY_PARAMETER} parameter" if self._takes_key else None
 
     @property
     def is_write(self) -> bool:
@@ -157,6 +197,7 @@ def tool(
     check_with: str | None = None,
     next_tools: Sequence[str] = (),
     service: str = "",
+    key_passed: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a :class:`Tool` (decorator form)."""
 
@@ -176,6 +217,7 @@ def tool(
             check_with=check_with,
             next_tools=next_tools,
             service=service,
+            key_passed=key_passed,
         )
 
     return declare

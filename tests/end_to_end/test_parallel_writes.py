@@ -48,7 +48,14 @@ def _tools(meeting: Meeting) -> list[Tool]:
         return {"cancelled": order_id}
 
     return [
-        Tool(name, fn, side_effect="write", idempotent=True, resource_key=_by_order)
+        Tool(
+            name,
+            fn,
+            side_effect="write",
+            idempotent=True,
+            key_passed="scripted",
+            resource_key=_by_order,
+        )
         for name, fn in (("refund_order", refund_order), ("cancel_order", cancel_order))
     ]
 

@@ -58,10 +58,14 @@ def test_a_declared_read_is_retried(make_executor):
 def test_keys_follow_the_request_and_step_not_the_call_id():
     declarations = Declarations(
         {
-            "refund": Declaration.write(idempotent=True, resource_key=by_order),
-            "charge": Declaration.write(idempotent=True),
-            "note": Declaration.write(idempotent=True, step=lambda a: f"note-{a['n']}"),
-            "fixed": Declaration.write(idempotent=True, step="the-step"),
+            "refund": Declaration.write(
+                idempotent=True, key_passed="scripted", resource_key=by_order
+            ),
+            "charge": Declaration.write(idempotent=True, key_passed="scripted"),
+            "note": Declaration.write(
+                idempotent=True, key_passed="scripted", step=lambda a: f"note-{a['n']}"
+            ),
+            "fixed": Declaration.write(idempotent=True, key_passed="scripted", step="the-step"),
             "email": Declaration.write(),
             "get": Declaration.read(),
         },
@@ -104,7 +108,9 @@ def test_a_keyed_write_is_retried_and_runs_once(make_executor):
             raise TimeoutError  # committed, response lost
         return seen[key]
 
-    declarations = Declarations({"refund": Declaration.write(idempotent=True)})
+    declarations = Declarations(
+        {"refund": Declaration.write(idempotent=True, key_passed="scripted")}
+    )
     executor = make_executor(
         [declarations.tool("refund", refund, parameters=SCHEMA)],
         safeguards=Safeguards(store=MemoryStore()),
@@ -119,7 +125,9 @@ def test_a_keyed_write_is_retried_and_runs_once(make_executor):
 
 
 def test_keyed_keeps_a_key_the_application_set():
-    declarations = Declarations({"refund": Declaration.write(idempotent=True)})
+    declarations = Declarations(
+        {"refund": Declaration.write(idempotent=True, key_passed="scripted")}
+    )
     call = Declarations().tool_call("refund", "c", {}, conversation_id="x", request_id="r")
     keyed = declarations.keyed(call)
     assert keyed.idempotency_key == derive_key("r", "refund")
@@ -131,7 +139,14 @@ def test_keyed_keeps_a_key_the_application_set():
 
 def test_from_tools_carries_what_the_tools_say():
     tools = [
-        Tool("refund", lambda: None, side_effect="write", idempotent=True, resource_key=by_order),
+        Tool(
+            "refund",
+            lambda: None,
+            side_effect="write",
+            idempotent=True,
+            key_passed="scripted",
+            resource_key=by_order,
+        ),
         Tool("get", lambda: None),
     ]
     declarations = Declarations.from_tools(tools)
@@ -151,7 +166,7 @@ def test_bad_declarations_are_refused_at_declaration_time():
 
 def test_with_fallback_prefers_what_the_application_declared():
     declarations = Declarations({"get": Declaration.read()})
-    hinted = Declaration.write(idempotent=True)
+    hinted = Declaration.write(idempotent=True, key_passed="scripted")
     assert declarations.with_fallback("get", hinted).side_effect == "none"
     assert declarations.with_fallback("other", hinted) is hinted
     assert declarations.with_fallback("other", None) == Declaration()
@@ -178,7 +193,9 @@ def test_model_reply_marks_every_failure_as_an_error():
 
 @given(st.text(min_size=1), st.text(min_size=1), st.text(min_size=1))
 def test_the_same_action_gets_the_same_key_whatever_the_call_id(request_id, step, call_id):
-    declarations = Declarations({"w": Declaration.write(idempotent=True, step=lambda a: step)})
+    declarations = Declarations(
+        {"w": Declaration.write(idempotent=True, key_passed="scripted", step=lambda a: step)}
+    )
     try:
         expected = derive_key(request_id, step)
     except ValueError:

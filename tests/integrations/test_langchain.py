@@ -230,7 +230,7 @@ def test_an_interrupt_passes_through_and_the_resumed_write_runs_once(spans, cloc
         tools=[StructuredTool.from_function(refund)],
         middleware=[
             RetryBoundaryMiddleware(
-                {"refund": Declaration.write(idempotent=True)},
+                {"refund": Declaration.write(idempotent=True, key_passed="scripted")},
                 safeguards=Safeguards(store=MemoryStore()),
                 tracer_provider=spans.provider,
                 sleep=clock.sleep,

@@ -96,7 +96,10 @@ def test_chat_results_go_back_through_the_sdk_as_tool_messages(executor, spans):
 def test_responses_function_calls_are_answered_with_function_call_outputs(executor, spans):
     shop = Shop()
     declarations = Declarations(
-        {"get_order": Declaration.read(), "cancel_order": Declaration.write(idempotent=True)}
+        {
+            "get_order": Declaration.read(),
+            "cancel_order": Declaration.write(idempotent=True, key_passed="scripted"),
+        }
     )
     run = executor(shop, declarations)
     model = ScriptedAPI("responses", [Request("help", [TURN])])
@@ -146,7 +149,9 @@ def test_tool_calls_of_a_completion_its_message_or_a_list(executor):
     assert ts_openai.chat_tool_calls(message.tool_calls, **ids) == whole
     assert ts_openai.chat_tool_calls(message.model_dump(), **ids) == whole
     assert [c.name for c in whole] == ["get_order", "cancel_order"]
-    declared = Declarations({"cancel_order": Declaration.write(idempotent=True)})
+    declared = Declarations(
+        {"cancel_order": Declaration.write(idempotent=True, key_passed="scripted")}
+    )
     keyed = ts_openai.chat_tool_calls(completion, declarations=declared, **ids)
     assert [c.idempotency_key for c in keyed] == [None, derive_key("r1", "cancel_order")]
 

@@ -209,7 +209,7 @@ def test_a_tools_model_retry_passes_through_and_leaves_its_key_free(spans, clock
         return {"charged": order_id}
 
     boundary = RetryBoundary(
-        {"charge": Declaration.write(idempotent=True)},
+        {"charge": Declaration.write(idempotent=True, key_passed="scripted")},
         safeguards=Safeguards(store=MemoryStore()),
         tracer_provider=spans.provider,
         sleep=clock.async_sleep,

@@ -48,6 +48,7 @@ def tools(tracker):
             lambda tag, order_id: tracker.run(tag),
             side_effect="write",
             idempotent=True,
+            key_passed="scripted",
             resource_key=by_order,
         ),
         Tool(

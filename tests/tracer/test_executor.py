@@ -117,7 +117,7 @@ def test_permanent_error_is_not_retried(make_executor, spans):
 
 def test_write_without_key_is_never_repeated_and_outcome_is_unknown(make_executor):
     fake = Scripted(ToolError("timeout"), {"charged": True})
-    pay = Tool("pay", fake, side_effect="write", idempotent=True)
+    pay = Tool("pay", fake, side_effect="write", idempotent=True, key_passed="scripted")
     result = make_executor([pay]).execute(call("pay", {"amount": 5}))
     assert (result.status, result.error_code, result.retryable) == (
         "unsafe_retry",
@@ -139,7 +139,7 @@ def test_unambiguous_failure_of_unkeyed_write_keeps_its_code(make_executor):
 
 def test_keyed_write_is_retried_with_the_same_key(make_executor, spans):
     fake = Scripted(ToolError("timeout"), {"charged": True})
-    pay = Tool("pay", fake, side_effect="write", idempotent=True)
+    pay = Tool("pay", fake, side_effect="write", idempotent=True, key_passed="scripted")
     result = make_executor([pay]).execute(call("pay", {"amount": 5}, key="order-7"))
     assert (result.status, result.attempts) == ("succeeded", 2)
     for span in spans.all():
@@ -389,7 +389,9 @@ def test_declaration_errors():
 
 
 def test_decorator_declares_a_tool():
-    @tool(side_effect="write", idempotent=True, parameters={"type": "object"})
+    @tool(
+        side_effect="write", idempotent=True, key_passed="scripted", parameters={"type": "object"}
+    )
     def refund(order_id: str) -> dict:
         """Refund an order."""
         return {"refunded": order_id}

@@ -33,7 +33,13 @@ def run(script, *, side_effect="none", idempotent=False, key=None, budget=5.0, a
         code, retry_after = (answer, None) if isinstance(answer, str) else answer
         raise ToolError(code, retry_after_s=retry_after)
 
-    tool = Tool("t", service, side_effect=side_effect, idempotent=idempotent)
+    tool = Tool(
+        "t",
+        service,
+        side_effect=side_effect,
+        idempotent=idempotent,
+        key_passed="scripted" if idempotent else None,
+    )
     executor = Executor(
         [tool],
         policy=RetryPolicy(max_total_wait_s=budget, max_attempts=attempts),

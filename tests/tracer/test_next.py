@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolspan.tracer import Executor, Safeguards, Tool, ToolCall, ToolError
+from toolspan.tracer import ConfigurationError, Executor, Safeguards, Tool, ToolCall, ToolError
 from toolspan.tracer.store import IdempotencyStore, MemoryStore, SQLiteStore
 from toolspan.tracer.testing import FakeClock
 
@@ -153,7 +153,8 @@ def test_semantic_failures_list_the_next_tools(spans: Spans) -> None:
         parameters={"type": "object", "properties": {"order_id": {"type": "string"}}},
         next_tools=["search_orders"],
     )
-    executor = _executor(spans, [lookup], None)
+    search = Tool("search_orders", Scripted([]))
+    executor = _executor(spans, [lookup, search], None)
     missing = executor.execute(_call("get_order", {"order_id": "R-1"}, "c1"))
     assert missing.status == "permanent_error" and missing.next is not None
     assert missing.next.tools == ("search_orders",)
@@ -176,3 +177,23 @@ def test_success_has_no_next(spans: Spans) -> None:
     )
     assert result.next is None and "next" not in result.to_dict()
     assert "toolspan.next.tools" not in spans.attrs(spans.call())
+
+
+def test_tools_named_by_check_with_or_next_tools_must_exist() -> None:
+    send = Tool("send_sms", Scripted({}), side_effect="write", check_with="list_sms")
+    lookup = Tool("get_order", Scripted({}), next_tools=["get_order", "search_orders"])
+    with pytest.raises(ConfigurationError) as caught:
+        Executor([send, lookup])
+    message = str(caught.value)
+    assert "'list_sms'" in message and "'send_sms', 'get_order'" in message
+    with pytest.raises(ConfigurationError, match="'search_orders'"):
+        Executor([lookup])
+    Executor([send, lookup, Tool("list_sms", Scripted()), Tool("search_orders", Scripted())])
+
+
+def test_an_unknown_tool_is_told_the_tools_that_exist(spans: Spans) -> None:
+    tools = [Tool("get_order", Scripted({})), Tool("track_shipment", Scripted({}))]
+    result = _executor(spans, tools, None).execute(_call("get_ordr", {}, "c1"))
+    assert result.status == "unknown_tool" and result.next is not None
+    assert result.next.tools == ("get_order", "track_shipment")
+    assert result.to_dict()["next"]["tools"] == ["get_order", "track_shipment"]

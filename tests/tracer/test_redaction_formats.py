@@ -185,7 +185,15 @@ def test_every_format_is_caught_in_every_written_byte(name, spans, caplog):
         results.append(guarded.execute(ToolCall("echo", "c4", {"q": 1}, conversation_id="conv")))
         write = executor(
             spans,
-            [Tool("charge", lambda **kw: {"ok": 1}, side_effect="write", idempotent=True)],
+            [
+                Tool(
+                    "charge",
+                    lambda **kw: {"ok": 1},
+                    side_effect="write",
+                    idempotent=True,
+                    key_passed="scripted",
+                )
+            ],
             safeguards=Safeguards(store=store),
         )
         results.append(

@@ -63,7 +63,14 @@ def test_a_resource_that_holds_a_secret_is_redacted(
 
 def test_writes_on_one_resource_share_a_lane_whatever_their_tools() -> None:
     tools = {
-        name: Tool(name, _refund, side_effect="write", idempotent=True, resource_key=_by_order)
+        name: Tool(
+            name,
+            _refund,
+            side_effect="write",
+            idempotent=True,
+            key_passed="scripted",
+            resource_key=_by_order,
+        )
         for name in ("refund", "cancel")
     }
     calls = [

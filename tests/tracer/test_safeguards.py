@@ -56,7 +56,11 @@ def charge(key="order-1:charge", call_id="c1", amount=5, conversation="conv", re
 
 def test_same_key_same_arguments_replays_without_executing(spans, store):
     fake = Scripted({"charge_id": "ch_1"})
-    executor = build(spans, [Tool("charge", fake, side_effect="write", idempotent=True)], store)
+    executor = build(
+        spans,
+        [Tool("charge", fake, side_effect="write", idempotent=True, key_passed="scripted")],
+        store,
+    )
     first = executor.execute(charge(call_id="c1"))
     again = executor.execute(charge(call_id="c2"))  # the model re-planned the same step
     assert first.data == again.data == {"charge_id": "ch_1"}
@@ -71,7 +75,11 @@ def test_same_key_same_arguments_replays_without_executing(spans, store):
 
 def test_same_key_other_arguments_is_a_conflict_and_runs_nothing(spans, store):
     fake = Scripted({"charge_id": "ch_1"})
-    executor = build(spans, [Tool("charge", fake, side_effect="write", idempotent=True)], store)
+    executor = build(
+        spans,
+        [Tool("charge", fake, side_effect="write", idempotent=True, key_passed="scripted")],
+        store,
+    )
     executor.execute(charge(amount=5))
     conflict = executor.execute(charge(amount=500, call_id="c2"))
     assert (conflict.status, conflict.retryable, len(fake.calls)) == (
@@ -91,7 +99,9 @@ def test_in_flight_key_gives_in_progress(spans, store):
         return {"charge_id": "ch_1"}
 
     executor = build(
-        spans, [Tool("charge", slow_charge, side_effect="write", idempotent=True)], store
+        spans,
+        [Tool("charge", slow_charge, side_effect="write", idempotent=True, key_passed="scripted")],
+        store,
     )
     worker = threading.Thread(target=lambda: outcomes.append(executor.execute(charge())))
     worker.start()
@@ -105,7 +115,11 @@ def test_in_flight_key_gives_in_progress(spans, store):
 
 def test_failures_are_not_stored_so_a_later_call_may_run(spans, store):
     fake = Scripted(ToolError.from_status(400), {"charge_id": "ch_2"})
-    executor = build(spans, [Tool("charge", fake, side_effect="write", idempotent=True)], store)
+    executor = build(
+        spans,
+        [Tool("charge", fake, side_effect="write", idempotent=True, key_passed="scripted")],
+        store,
+    )
     assert executor.execute(charge()).status == "permanent_error"
     later = executor.execute(charge(call_id="c2"))
     assert (later.status, later.replayed, len(fake.calls)) == ("succeeded", False, 2)
@@ -281,7 +295,9 @@ class BrokenStore(MemoryStore):
 def test_a_failing_store_fails_closed(spans):
     fake = Scripted({"charge_id": "ch_1"})
     executor = build(
-        spans, [Tool("charge", fake, side_effect="write", idempotent=True)], BrokenStore()
+        spans,
+        [Tool("charge", fake, side_effect="write", idempotent=True, key_passed="scripted")],
+        BrokenStore(),
     )
     result = executor.execute(charge())
     assert (result.status, result.retryable, fake.calls) == ("store_unavailable", True, [])
@@ -291,7 +307,7 @@ def test_a_store_outage_is_logged_at_a_bounded_rate_not_once_per_call(spans, cap
     clock = FakeClock()
     fake = Scripted(*([{"charge_id": "ch_1"}] * 3))
     executor = Executor(
-        [Tool("charge", fake, side_effect="write", idempotent=True)],
+        [Tool("charge", fake, side_effect="write", idempotent=True, key_passed="scripted")],
         tracer_provider=spans.provider,
         sleep=clock.sleep,
         clock=clock,
@@ -362,7 +378,7 @@ def test_polling_a_key_in_flight_never_becomes_a_loop(spans, store):
     fake = Scripted({"charge_id": "ch_1"})
     clock = FakeClock()
     executor = Executor(
-        [Tool("charge", fake, side_effect="write", idempotent=True)],
+        [Tool("charge", fake, side_effect="write", idempotent=True, key_passed="scripted")],
         tracer_provider=spans.provider,
         sleep=clock.sleep,
         clock=clock,

@@ -102,6 +102,7 @@ def test_after_a_loss_a_key_the_store_cannot_find_is_possibly_done(
         ledger.charge,
         side_effect="write",
         idempotent=declare.get("idempotent", False),
+        key_passed="scripted" if declare.get("idempotent") else None,
         read_back=read_back,
     )
     executor = _executor(spans, [tool], store)
@@ -144,6 +145,7 @@ def test_after_a_loss_a_reused_key_does_not_bind_its_arguments(
         lambda order_id, amount: ledger.charge(order_id),
         side_effect="write",
         idempotent=declare.get("idempotent", False),
+        key_passed="scripted" if declare.get("idempotent") else None,
         read_back=(lambda order_id, amount: ledger.status(order_id))
         if declare.get("read_back")
         else None,
@@ -188,6 +190,7 @@ def test_after_an_unknown_outcome_a_reuse_with_other_arguments_is_a_conflict(
         charge,
         side_effect="write",
         idempotent=declare.get("idempotent", False),
+        key_passed="scripted" if declare.get("idempotent") else None,
         read_back=status if declare.get("read_back") else None,
     )
     executor = _executor(spans, [tool], MemoryStore(), max_attempts_per_action=None)
@@ -215,7 +218,7 @@ def test_after_a_loss_an_unknown_outcome_does_not_bind_the_key_either(spans: Spa
             raise TimeoutError("response lost")
         return answer
 
-    tool = Tool("charge", charge, side_effect="write", idempotent=True)
+    tool = Tool("charge", charge, side_effect="write", idempotent=True, key_passed="scripted")
     store = MemoryStore()
     executor = _executor(spans, [tool], store, max_attempts_per_action=None)
 

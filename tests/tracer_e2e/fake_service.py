@@ -75,6 +75,7 @@ class FakeBikeShare:
                 fn=self.hold_bicycle,
                 side_effect="write",
                 idempotent=True,
+                key_passed="scripted",
                 parameters=HOLD_SCHEMA,
             ),
         ]

@@ -70,6 +70,10 @@ class Declaration:
     ``step`` names the logical action for idempotency keys: a fixed name or a
     function of the arguments (see the module docstring for the default).
     ``retryable_codes`` overrides the executor's policy for this tool.
+    ``key_passed`` says how an idempotent write's key reaches its service
+    (see :class:`~toolspan.tracer.Tool`), e.g. ``"Idempotency-Key header"``
+    for a tool whose httpx client sends it with
+    :func:`~toolspan.tracer.send_idempotency_key`.
     """
 
     side_effect: SideEffect = "write"
@@ -80,6 +84,7 @@ class Declaration:
     retryable_codes: frozenset[str] | None = None
     result_schema: Mapping[str, Any] | None = None
     schema_version: str | None = None
+    key_passed: str | None = None
 
     @classmethod
     def read(
@@ -108,6 +113,7 @@ class Declaration:
         retryable_codes: Iterable[str] | None = None,
         result_schema: Mapping[str, Any] | None = None,
         schema_version: str | None = None,
+        key_passed: str | None = None,
     ) -> Declaration:
         """A tool that changes state; repeated only under a key its service honours."""
         if step is not None and not idempotent:
@@ -121,6 +127,7 @@ class Declaration:
             retryable_codes=None if retryable_codes is None else frozenset(retryable_codes),
             result_schema=result_schema,
             schema_version=schema_version,
+            key_passed=key_passed,
         )
 
 
@@ -168,6 +175,7 @@ class Declarations:
                     retryable_codes=declared.retryable_codes,
                     result_schema=declared.result_schema,
                     schema_version=declared.schema_version,
+                    key_passed=declared.key_route,
                 )
                 for declared in tools
             },
@@ -201,14 +209,19 @@ class Declarations:
         description: str = "",
         declaration: Declaration | None = None,
         span_attributes: Mapping[str, str | bool | int | float] | None = None,
+        key_passed: str | None = None,
     ) -> Tool:
         """A toolspan :class:`Tool` from a framework's definition merged with the declaration.
 
         ``declaration`` overrides the lookup by name (adapters pass opted-in
         server hints this way); ``span_attributes`` go on every span of the
-        tool's calls (an adapter's protocol attributes).
+        tool's calls (an adapter's protocol attributes); ``key_passed`` is how
+        the adapter itself sends an idempotent write's key (MCP: in the
+        request's ``_meta``), used when the declaration does not say.
         """
         declared = declaration if declaration is not None else self.get(name)
+        if declared.key_passed is not None or not declared.idempotent:
+            key_passed = declared.key_passed  # the application's word wins
         return Tool(
             name=name,
             fn=fn,
@@ -222,6 +235,7 @@ class Declarations:
             resource_key=declared.resource_key,
             description=description,
             span_attributes=span_attributes,
+            key_passed=key_passed,
         )
 
     def key(

@@ -136,6 +136,7 @@ async def mcp_tools(
                 description=listed.description or "",
                 declaration=declared.with_fallback(listed.name, hinted),
                 span_attributes=attributes,
+                key_passed=f"MCP _meta {IDEMPOTENCY_META_KEY}",
             )
         )
     return tools
@@ -258,7 +259,9 @@ def to_call_tool_result(result: ToolResult) -> mcp_types.CallToolResult:
 
 
 def _as_declaration(tool: Tool) -> Declaration:
-    return Declaration(side_effect=tool.side_effect, idempotent=tool.idempotent)
+    return Declaration(
+        side_effect=tool.side_effect, idempotent=tool.idempotent, key_passed=tool.key_passed
+    )
 
 
 async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
