@@ -654,7 +654,9 @@ class Analyzer:
         for path in batch:
             try:
                 self._insert_stage([path], slow=slow)
-            except _UNREADABLE_FILE_ERRORS:
+            except (*_UNREADABLE_FILE_ERRORS, duckdb.OutOfMemoryException):
+                # Out of memory: the slow way cuts long lines to fit, and
+                # reports with file:line what still does not.
                 failed.append(path)
             except duckdb.Error as exc:
                 # Not the file's fault (out of memory, ...): not a corrupt line.

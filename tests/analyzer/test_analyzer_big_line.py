@@ -100,3 +100,25 @@ def test_a_long_line_is_cut_into_requests_that_keep_every_span_once() -> None:
 def test_a_short_line_is_kept_as_it_is() -> None:
     raw = _request(1, 3, traces=1)
     assert _inputs.check_line(raw).keep == [raw]
+
+
+@pytest.mark.slow
+def test_a_span_too_large_for_the_limit_is_a_bad_line_and_every_other_span_is_kept(
+    tmp_path: Path,
+) -> None:
+    # One span of ~22 MB (150,000 attributes) cannot be cut, and a 100MB limit
+    # cannot read it: reported with file:line, the span beside it kept.
+    huge = _request(1, 1, traces=1).replace(
+        b'"attributes":[',
+        b'"attributes":['
+        + b"".join(b'{"key":"k%d","value":{"stringValue":"%s"}},' % (n, b"v" * 100)
+                   for n in range(150_000)),
+    )  # fmt: skip
+    path = tmp_path / "huge.jsonl"
+    path.write_bytes(huge + _request(7, 1, traces=1))
+    with Analyzer(tmp_path / "db.duckdb", memory_limit="100MB") as az:
+        report = az.ingest([path])
+    assert report.spans == 1
+    ((where, line, reason),) = [(b.path, b.line, b.reason) for b in report.bad_lines]
+    assert (where, line) == (str(path), 1)
+    assert reason.startswith("too large for --memory-limit 100MB: Out of Memory Error")
