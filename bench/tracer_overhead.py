@@ -25,7 +25,11 @@ everything, so only the on-thread cost is compared:
   validation, redaction (the arguments hold a secret-named key), canonical
   JSON and SHA-256 hashing of arguments and result all on;
 * the same for ``AsyncExecutor`` (against an async floor), and the executor
-  without a tracer (``NoOpTracerProvider``: the cost of everything but spans);
+  without a tracer (``NoOpTracerProvider``: the cost of everything but spans).
+  These rows pass ``safeguards=None`` (the guards off: the floor keeps no guard
+  state either, and the same call repeated in one conversation would soon be a
+  loop); ``executor, guards in memory`` is the default executor, whose guards
+  live in this process's memory, each call in a new conversation and request;
 * adapter rows, against ``OpenAI dict + message`` (a plain-dict tool call
   through ``ToolCall.from_openai``, executed, rendered with
   ``to_openai_message``: the path before adapters): the OpenAI SDK's
@@ -50,6 +54,7 @@ import asyncio
 import cProfile
 import gc
 import hashlib
+import itertools
 import pstats
 import random
 import statistics
@@ -187,7 +192,7 @@ def executor_span_shapes() -> SpanShapes:
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    Executor([read_tool()], tracer_provider=provider).execute(CALL)
+    Executor([read_tool()], tracer_provider=provider, safeguards=None).execute(CALL)
     attempt_span, call_span = memory.get_finished_spans()
     assert call_span.name == f"execute_tool {TOOL}", call_span.name
     return SpanShapes(dict(call_span.attributes or {}), dict(attempt_span.attributes or {}))
@@ -329,13 +334,39 @@ def build_variants(
     provider: TracerProvider, loop: asyncio.AbstractEventLoop, shapes: SpanShapes
 ) -> list[Variant]:
     tracer = provider.get_tracer("bench")
-    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    executor = Executor(
+        [read_tool()], tracer_provider=provider, rng=random.Random(1), safeguards=None
+    )
     untraced = Executor(
+        [read_tool()],
+        tracer_provider=trace.NoOpTracerProvider(),
+        rng=random.Random(1),
+        safeguards=None,
+    )
+    # The default executor keeps its guards in memory (loop guard, turn budget, unknown
+    # outcomes per conversation); each call is of a new conversation and request, so
+    # every one runs the tool and none is refused as a loop or over budget.
+    guarded = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    guarded_untraced = Executor(
         [read_tool()], tracer_provider=trace.NoOpTracerProvider(), rng=random.Random(1)
     )
+    conversations = itertools.count()
+
+    def guarded_per_call_us(target: Executor, n: int) -> float:
+        calls = iter(
+            [
+                ToolCall(TOOL, "call_8f2d", ARGUMENTS, f"conv-{i}", f"req-{i}", "turn-1")
+                for i in itertools.islice(conversations, n)
+            ]
+        )
+        return per_call_us(lambda: target.execute(next(calls)), n)
+
     json_call = ToolCall(TOOL, "call_8f2d", CALL_JSON, "conv-1", "req-1", "turn-1")
     async_executor = AsyncExecutor(
-        [read_tool(get_dock_status_async)], tracer_provider=provider, rng=random.Random(1)
+        [read_tool(get_dock_status_async)],
+        tracer_provider=provider,
+        rng=random.Random(1),
+        safeguards=None,
     )
 
     async def async_floor() -> Any:
@@ -384,6 +415,12 @@ def build_variants(
         variant("executor", lambda n: per_call_us(lambda: executor.execute(CALL), n)),
         variant("executor, JSON text", lambda n: per_call_us(lambda: executor(json_call), n)),
         variant("executor, no tracer", lambda n: per_call_us(lambda: untraced(CALL), n)),
+        variant("executor, guards in memory", lambda n: guarded_per_call_us(guarded, n)),
+        variant(
+            "executor, guards in memory, no tracer",
+            lambda n: guarded_per_call_us(guarded_untraced, n),
+            "floor",
+        ),
         variant("async floor", lambda n: per_call_us_async(loop, async_floor, n), "async floor"),
         variant(
             "async floor, outcome at start",
@@ -507,7 +544,9 @@ def profile(iterations: int) -> None:
     provider.add_span_processor(BatchSpanProcessor(DiscardingExporter()))
     tracer = provider.get_tracer("bench")
     shapes = executor_span_shapes()
-    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    executor = Executor(
+        [read_tool()], tracer_provider=provider, rng=random.Random(1), safeguards=None
+    )
     by_group: dict[str, dict[str, float]] = {}
     functions: list[tuple[float, float, str]] = []
     for label, fn in (
@@ -615,7 +654,9 @@ def _gap_variants(provider: TracerProvider) -> dict[str, Callable[[], Any]]:
     """The floor and the executor, both on ``provider``: what ``--gap`` compares."""
     tracer = provider.get_tracer("bench")
     shapes = executor_span_shapes()
-    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    executor = Executor(
+        [read_tool()], tracer_provider=provider, rng=random.Random(1), safeguards=None
+    )
     return {
         "floor": lambda: floor_call(tracer, shapes),
         "executor": lambda: executor.execute(CALL),
@@ -740,7 +781,9 @@ def _line_variants(provider: TracerProvider) -> dict[str, Callable[[], Any]]:
 
     tracer = provider.get_tracer("bench")
     shapes = executor_span_shapes()
-    executor = Executor([read_tool()], tracer_provider=provider, rng=random.Random(1))
+    executor = Executor(
+        [read_tool()], tracer_provider=provider, rng=random.Random(1), safeguards=None
+    )
     declared = executor.tools[TOOL]
     quick = executor._core._plans[TOOL].quick_arguments
     writer = executor._core.spans

@@ -23,6 +23,7 @@ from ._attributes import CONTRACT_VERSION
 from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
 from ._canonical import canonical_json
+from ._capture import Capture
 from ._errors import ConfigurationError, ToolError, ToolspanError
 from ._executor import AsyncExecutor, Executor, current_call
 from ._hooks import AttemptEvent, CallEvent, Hook
@@ -50,6 +51,7 @@ __all__ = [
     "AsyncExecutor",
     "AttemptEvent",
     "CallEvent",
+    "Capture",
     "CircuitBreaker",
     "ConfigurationError",
     "Decision",

@@ -5,7 +5,7 @@ One place for every name, so code and contract cannot drift apart.
 
 from __future__ import annotations
 
-CONTRACT_VERSION = 2
+CONTRACT_VERSION = 3
 SCOPE_NAME = "toolspan"
 
 # OpenTelemetry semantic conventions.
@@ -14,6 +14,7 @@ TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"
 TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 CONVERSATION_ID = "gen_ai.conversation.id"
 ERROR_TYPE = "error.type"
 HTTP_STATUS_CODE = "http.response.status_code"

@@ -44,6 +44,7 @@ from ._batch import resource_of
 from ._breaker import CircuitBreaker, Transition
 from ._budget import RetryBudget
 from ._canonical import canonical_json, digest
+from ._capture import Capture, check_capture, keys_only
 from ._current import CURRENT_CALL, current_call
 from ._errors import ConfigurationError, ToolError
 from ._hooks import Hook, dispatch_attempt, dispatch_call
@@ -223,8 +224,9 @@ class _Plan:
         self.read_back_takes_key = declared.read_back is not None and takes_key(declared.read_back)
         # Checking and redacting a call's arguments in one pass, where they fuse
         # (a redactor of toolspan's own rules and a schema of plain fields).
+        hashing = core.hashing
         self.quick_arguments = (
-            redacting_acceptor(declared, core.redactor) if type(core.redactor) is Redactor else None
+            redacting_acceptor(declared, hashing) if type(hashing) is Redactor else None
         )
 
 
@@ -252,6 +254,8 @@ class Core:
         safeguards: Safeguards | None = None,
         retry_budget: RetryBudget | None = None,
         circuit_breaker: CircuitBreaker | None = None,
+        capture_arguments: Capture = "redacted",
+        capture_results: Capture = "off",
     ) -> None:
         self.safeguards = safeguards
         if retry_budget is not None and not isinstance(retry_budget, RetryBudget):
@@ -274,16 +278,25 @@ class Core:
         self.policy = policy or RetryPolicy()
         self.spans = SpanWriter(tracer_provider, span_clock)
         self.redactor = redactor or Redactor()
+        # Argument hashes are over the secret-redacted arguments whatever else is
+        # masked (personal data), so that masking never makes two calls look alike.
+        self.hashing = self.redactor._secrets_only()
         # What every call of a tool shares is decided here, once per tool.
         self._plans = {name: _Plan(declared, self) for name, declared in self.tools.items()}
         # The arguments' redaction, bound once; a subclass keeps its own ``value``.
         self._redact_arguments: Callable[[dict[str, Any]], Any] = (
-            self.redactor.arguments if type(self.redactor) is Redactor else self.redactor.value
+            self.hashing.arguments if type(self.hashing) is Redactor else self.hashing.value
         )
         self.hash_key = hash_key.encode() if isinstance(hash_key, str) else hash_key
         if max_result_bytes < 64:
             raise ConfigurationError("max_result_bytes must be at least 64")
         self.max_result_bytes = max_result_bytes
+        self.capture_arguments = check_capture("capture_arguments", capture_arguments)
+        self.capture_results = check_capture("capture_results", capture_results)
+        # The common case records the very bytes the hash was computed over.
+        self._arguments_as_hashed = (
+            capture_arguments == "redacted" and self.hashing is self.redactor
+        )
         self.clock = clock
         # An unreachable store fails every call alike: warn at a bounded rate.
         self._store_warning = ThrottledWarning(_log, clock=clock)
@@ -330,7 +343,12 @@ class Core:
         if plan.takes_key and problem is None and KEY_PARAMETER in arguments:
             problem = f"{KEY_PARAMETER!r} is set by the executor, not in the arguments"
         run.span = self.spans.start_call(
-            call, base, args_bytes.decode(), args_hash, plan.schema_version, plan.service
+            call,
+            base,
+            args_bytes.decode() if self._arguments_as_hashed else self._arguments_json(arguments),
+            args_hash,
+            plan.schema_version,
+            plan.service,
         )
         if problem is not None:
             return self._refused(run.span, call, declared, "invalid_arguments", problem)
@@ -652,6 +670,38 @@ class Core:
         if self.safeguards is not None and run.claim_token and key:
             self.safeguards.abandon(key, run.claim_token, run.call.call_id)
 
+    # -- what the call span records of arguments and results -------------------------
+
+    def _arguments_json(self, arguments: dict[str, Any]) -> str | None:
+        """The arguments as ``capture_arguments`` records them (``None``: not at all)."""
+        level = self.capture_arguments
+        if level == "off":
+            return None
+        if level == "keys":
+            shown = keys_only(arguments)
+        elif level == "full":
+            shown = arguments
+        else:
+            redactor = self.redactor
+            shown = (
+                redactor.arguments(arguments)
+                if type(redactor) is Redactor
+                else redactor.value(arguments)
+            )
+        return canonical_json(shown).decode()
+
+    def _result_json(self, value: Any, encoded: bytes) -> str:
+        """A successful result as ``capture_results`` records it, cut to the size cap."""
+        level = self.capture_results
+        if level == "full":
+            shown = encoded
+        else:
+            shown = canonical_json(
+                keys_only(value) if level == "keys" else self.redactor.value(value)
+            )
+        # Cut on a UTF-8 character boundary so the text stays valid.
+        return shown[: self.max_result_bytes].decode("utf-8", errors="ignore")
+
     # -- the final result -----------------------------------------------------------
 
     def _finish_ok(
@@ -677,6 +727,8 @@ class Core:
         )
         if self.safeguards is not None:
             self._remember(self.safeguards, run, result, encoded, result_hash)
+        if self.capture_results != "off":
+            run.span.set_attribute(attr.TOOL_CALL_RESULT, self._result_json(value, encoded))
         self.spans.call_succeeded(run.span, result, result_hash)
         if self.hooks:
             dispatch_call(self.hooks, result)

@@ -24,6 +24,7 @@ from opentelemetry.trace import TracerProvider
 from ._batch import plan_lanes
 from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
+from ._capture import Capture
 from ._core import INVOKE, Core, Run, Sleep, current_call
 from ._hooks import Hook
 from ._policy import RetryPolicy
@@ -63,7 +64,12 @@ class _ExecutorBase(Generic[_SleepT]):
     ``safeguards=None`` turns them off.
     ``retry_budget`` (:class:`RetryBudget`) bounds retries per downstream
     service across the fleet; ``circuit_breaker`` (:class:`CircuitBreaker`)
-    fails calls fast while their service is failing.
+    fails calls fast while their service is failing. ``capture_arguments``
+    and ``capture_results`` set how much of a call's arguments and result its
+    span records: ``"off"``, ``"keys"``, ``"redacted"`` (through ``redactor``;
+    ``Redactor(pii=True)`` masks personal data too) or ``"full"``; the
+    hashes the analyzer needs are recorded at every level (see ``_capture``).
+    Arguments default to ``"redacted"``, results to ``"off"``.
     """
 
     _default_sleep: Any
@@ -82,9 +88,11 @@ class _ExecutorBase(Generic[_SleepT]):
         rng: random.Random | None = None,
         hooks: Sequence[Hook] = (),
         span_clock: Callable[[], int] | None = None,
-        safeguards: Safeguards | _InMemory | None = None,
+        safeguards: Safeguards | _InMemory | None = IN_MEMORY,
         retry_budget: RetryBudget | None = None,
         circuit_breaker: CircuitBreaker | None = None,
+        capture_arguments: Capture = "redacted",
+        capture_results: Capture = "off",
     ) -> None:
         self._core = Core(
             tools,
@@ -100,6 +108,8 @@ class _ExecutorBase(Generic[_SleepT]):
             safeguards=Safeguards.in_memory() if safeguards is IN_MEMORY else safeguards,
             retry_budget=retry_budget,
             circuit_breaker=circuit_breaker,
+            capture_arguments=capture_arguments,
+            capture_results=capture_results,
         )
         self._sleep: _SleepT = sleep if sleep is not None else type(self)._default_sleep
 

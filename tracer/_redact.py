@@ -18,14 +18,24 @@ always receives the original arguments. Three kinds of rules:
 Fields that only look like secrets stay readable: token counts
 (``prompt_tokens``, ``token_budget``, ``tokenizer``), ``session_id``,
 ``auth_method``, ``is_authenticated``, ``cookie_consent``.
+
+With ``pii=True`` personal data is masked too, in every string: e-mail
+addresses; phone numbers written with a ``+`` country code, or with spaces,
+dashes or parentheses between groups (9 to 15 digits; an ISO date is not
+one), and any value under a phone-ish key (``phone``, ``mobile``, ``tel``,
+``msisdn``, ``fax``) with 7 digits or more; card numbers (13 to 19 digits,
+grouped or not, Luhn-checked); IBANs (upper case, compact or in groups of
+four, mod-97 checked). Numbers that are not strings (counts, amounts, ids)
+are kept unless their key says what they are.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["REDACTED", "Redactor"]
@@ -114,7 +124,9 @@ _CARD_WORDS = frozenset({"card", "cards", "pan", "cc", "visa", "mastercard", "am
 _DEFAULT_ALLOWED_KEYS: frozenset[str] = frozenset(
     {"author", "authors", "authorname", "authorid", "tokenizer"}
 )
-_PLAIN, _SECRET, _CARD = 0, 1, 2
+# Words of a key whose value, with ``pii=True``, is a phone number.
+_PHONE_WORDS = frozenset({"phone", "phones", "mobile", "tel", "telephone", "msisdn", "fax", "cell"})
+_PLAIN, _SECRET, _CARD, _PHONE = 0, 1, 2, 3
 
 _SECRET_VALUE = re.compile(
     r"""
@@ -167,6 +179,25 @@ _CARD_IN_CONTEXT = re.compile(
     r"(?i:\b(?:card|cc|pan|visa|mastercard|amex|credit)\w*(?:[^\w\n]{1,3}(?:number|num|no|nr))?)"
     r"[^\w\n]{1,6}(\d{13,19})(?![\d.])"
 )
+# -- personal data (``pii=True``) -------------------------------------------------------
+_EMAIL = re.compile(
+    r"(?<![\w.!#$%&'*+/=?^`{|}~-])[\w.!#$%&'*+/=?^`{|}~-]+"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
+)
+# A digit run of card length, its digits maybe grouped by single spaces or dashes.
+_ANY_CARD = re.compile(r"(?<![\w.+-])\d(?:[ -]?\d){12,18}(?!\w|[.-]\d)")
+# An IBAN: country, check digits, then the account compact or in groups of four.
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{1,4}){3,8})\b")
+# A phone number: with a country code (``+``), or groups apart (no bare digit run:
+# that is more often an id than a phone; under a phone-ish key it is masked anyway).
+_PHONE_NUMBER = re.compile(
+    r"(?<![\w+./-])"
+    r"(?:\+\d[\d ()-]{6,22}\d|\(?\d{2,5}\)?[ -]\d{2,5}(?:[ -]\d{2,5}){0,4})"
+    r"(?![\w/]|[.-]\d)"
+)
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_SEPARATOR = re.compile(r"[ -]")
+
 _KEY_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _CACHED_TEXTS = 4096
 _CACHED_TEXT_CHARS = 256
@@ -203,6 +234,55 @@ def _is_card_number(digits: str) -> bool:
     return len(digits) in _CARD_DIGITS and digits.isdigit() and _luhn_valid(digits)
 
 
+def _iban_valid(text: str) -> bool:
+    compact = text.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(char, 36)) for char in moved)) % 97 == 1
+
+
+def _mask_valid_prefix(text: str, valid: Callable[[str], bool]) -> str:
+    """``text`` with its longest valid prefix of whole groups masked (a number's
+    groups may run into a neighbour: "4111 1111 1111 1111 12/26")."""
+    ends = [found.start() for found in _SEPARATOR.finditer(text)] + [len(text)]
+    for end in reversed(ends):
+        if valid(text[:end]):
+            return REDACTED + text[end:]
+    return text
+
+
+def _is_any_card(text: str) -> bool:
+    return _is_card_number(text.replace(" ", "").replace("-", ""))
+
+
+def _mask_any_card(match: re.Match[str]) -> str:
+    return _mask_valid_prefix(match.group(), _is_any_card)
+
+
+def _mask_iban(match: re.Match[str]) -> str:
+    return _mask_valid_prefix(match.group(), _iban_valid)
+
+
+def _mask_phone(match: re.Match[str]) -> str:
+    text = match.group()
+    digits = sum(char.isdigit() for char in text)
+    least = 8 if text.startswith("+") else 9
+    if not least <= digits <= 15 or _ISO_DATE.match(text):
+        return text
+    return REDACTED
+
+
+def _mask_pii(value: str) -> str:
+    if "@" in value:
+        value = _EMAIL.sub(REDACTED, value)
+    if any(char.isdigit() for char in value):
+        value = _IBAN.sub(_mask_iban, value)
+        value = _ANY_CARD.sub(_mask_any_card, value)
+        value = _PHONE_NUMBER.sub(_mask_phone, value)
+    return value
+
+
 def _mask_grouped_card(match: re.Match[str]) -> str:
     digits = re.sub(r"\D", "", match.group())
     return REDACTED if _is_card_number(digits) else match.group()
@@ -234,7 +314,9 @@ class Redactor:
 
     ``deny_keys`` adds keys that are always secret, ``allow_keys`` keys that
     never are (both matched after normalisation: case and separators do not
-    matter). ``extra_patterns`` adds value regexes.
+    matter). ``extra_patterns`` adds value regexes. ``pii=True`` masks personal
+    data as well: e-mail addresses, phone numbers, card numbers and IBANs (see
+    the module docstring).
     """
 
     def __init__(
@@ -243,7 +325,9 @@ class Redactor:
         deny_keys: Iterable[str] = (),
         allow_keys: Iterable[str] = (),
         extra_patterns: Iterable[str | re.Pattern[str]] = (),
+        pii: bool = False,
     ) -> None:
+        self.pii = pii
         self._deny = frozenset(_normalise_key(key) for key in deny_keys)
         self._allow = _DEFAULT_ALLOWED_KEYS | {_normalise_key(key) for key in allow_keys}
         self._extra = tuple(re.compile(pattern) for pattern in extra_patterns)
@@ -265,7 +349,10 @@ class Redactor:
             elif normal in self._allow:
                 verdict = _PLAIN
             else:
-                verdict = _classify(normal, [w.lower() for w in _KEY_WORD.findall(key)])
+                words = [w.lower() for w in _KEY_WORD.findall(key)]
+                verdict = _classify(normal, words)
+                if verdict == _PLAIN and self.pii and not _PHONE_WORDS.isdisjoint(words):
+                    verdict = _PHONE
             if len(self._key_verdicts) < 4096:
                 self._key_verdicts[key] = verdict
         return verdict
@@ -280,7 +367,7 @@ class Redactor:
         plan: dict[str, bool] = {}
         for key in keys:
             verdict = self._verdict(key)
-            if verdict == _CARD or key == "value":
+            if verdict in (_CARD, _PHONE) or key == "value":
                 return None
             plan[key] = verdict == _SECRET
         return plan
@@ -298,6 +385,8 @@ class Redactor:
         return scrubbed
 
     def _scrub(self, value: str) -> str:
+        if self.pii:
+            value = _mask_pii(value)
         value = _SECRET_VALUE.sub(REDACTED, value)
         if "=" in value or ":" in value:
             value = _KEY_PAIR.sub(self._mask_key_pair, value)
@@ -346,6 +435,33 @@ class Redactor:
             return REDACTED if _is_card_number(digits) else self.text(value)
         return self.value(value)
 
+    def _phone_value(self, value: Any) -> Any:
+        """A value under a phone-ish key (``pii=True``): masked when it has 7 digits or more."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return REDACTED if len(str(abs(value))) >= 7 else value
+        if isinstance(value, str):
+            return REDACTED if sum(c.isdigit() for c in value) >= 7 else self.text(value)
+        return self.value(value)
+
+    def _special(self, verdict: int, value: Any) -> Any:
+        """The value under a key that is not plain."""
+        if verdict == _SECRET:
+            return REDACTED
+        if verdict == _CARD:
+            return self._card_value(value)
+        return self._phone_value(value)
+
+    def _secrets_only(self) -> Redactor:
+        """This redactor without the personal-data rules (``pii``): what argument
+        hashes are computed over, so that masking never makes two calls look alike."""
+        if not self.pii:
+            return self
+        twin = copy.copy(self)
+        twin.pii = False
+        twin._key_verdicts = {}
+        twin._texts = {}
+        return twin
+
     def _mapping(self, mapping: dict[Any, Any]) -> dict[Any, Any]:
         # The hot path of every call: cached key verdicts and cached texts are
         # looked up inline, and plain scalars are copied without a call.
@@ -356,7 +472,7 @@ class Redactor:
             if verdict is None:
                 verdict = self._verdict(str(key))
             if verdict:
-                redacted[key] = REDACTED if verdict == _SECRET else self._card_value(item)
+                redacted[key] = REDACTED if verdict == _SECRET else self._special(verdict, item)
                 continue
             kind = type(item)
             if kind is str:
@@ -380,10 +496,8 @@ class Redactor:
         name = mapping.get("name", mapping.get("key"))
         if isinstance(name, str):
             verdict = self._verdict(name)
-            if verdict == _SECRET:
-                redacted["value"] = REDACTED
-            elif verdict == _CARD:
-                redacted["value"] = self._card_value(mapping["value"])
+            if verdict:
+                redacted["value"] = self._special(verdict, mapping["value"])
 
 
 _DEFAULT = Redactor()

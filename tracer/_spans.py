@@ -106,15 +106,17 @@ class SpanWriter:
     ) -> Span:
         """Open the call span (not made current: attempts name it as their parent).
 
-        ``args_json`` is ``None`` for a call refused before its arguments were
-        read (an unknown tool); ``service`` is recorded when a retry budget or
+        ``args_json`` is ``None`` when the arguments are not recorded
+        (``capture_arguments="off"``, an unknown tool), ``args_hash`` empty when
+        they were never read (an unknown tool); ``service`` is recorded when a retry budget or
         circuit breaker keeps state per service."""
         # copy-then-store: half the cost of a {**base, ...} display.
         attributes = base.copy()
         attributes[attr.OPERATION_NAME] = "execute_tool"
+        if args_hash:
+            attributes[attr.ARGS_HASH] = args_hash
         if args_json is not None:
             attributes[attr.TOOL_CALL_ARGUMENTS] = args_json
-            attributes[attr.ARGS_HASH] = args_hash
         if schema_version is not None:
             attributes[attr.SCHEMA_VERSION] = schema_version
         if service is not None:

@@ -69,6 +69,14 @@ class Tool:
     ``span_attributes`` are added to every span of the tool's calls (an
     adapter's protocol attributes, e.g. MCP's ``mcp.method.name``); they never
     replace the executor's own.
+
+    The idempotency key must reach the service, or a repeat runs twice: a
+    function (or read-back) that declares an ``idempotency_key`` parameter
+    receives the call's key (``None`` on an unkeyed call); the parameter is
+    never in the model's schema and the model cannot set it. Otherwise say how
+    the key travels with ``key_passed`` (e.g. ``"Idempotency-Key header"`` for
+    an httpx client built with :func:`~toolspan.tracer.send_idempotency_key`);
+    ``idempotent=True`` with neither is a ``ConfigurationError``.
     """
 
     name: str

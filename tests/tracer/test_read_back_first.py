@@ -216,8 +216,7 @@ def payments_api(payments: Payments, header: str = "Idempotency-Key") -> httpx.M
     return httpx.MockTransport(handle)
 
 
-def test_the_key_reaches_the_service_as_a_header(make_executor, spans):
-    payments = Payments(honours_keys=True)
+def _http_refund_tool(payments: Payments, *, read_back: bool) -> Tool:
     client = httpx.Client(
         transport=payments_api(payments),
         base_url="https://payments.test",
@@ -228,22 +227,41 @@ def test_the_key_reaches_the_service_as_a_header(make_executor, spans):
         response = client.post("/refunds", json={"order_id": order_id, "amount": amount})
         return raise_for_httpx_status(response)
 
-    refund = Tool(
+    def get_refund_status(order_id: str, amount: int) -> Any:
+        response = client.get(f"/refunds/{order_id}")
+        return None if response.status_code == 404 else raise_for_httpx_status(response)
+
+    return Tool(
         "refund_order",
         refund_order,
         side_effect="write",
         idempotent=True,
         key_passed="Idempotency-Key header",
+        read_back=get_refund_status if read_back else None,
     )
+
+
+def test_the_key_reaches_the_service_as_a_header(make_executor, spans):
+    payments = Payments(honours_keys=True)
+    refund = _http_refund_tool(payments, read_back=True)
+    result = make_executor([refund]).execute(refund_call())
+    assert (result.status, result.reconciled, len(payments.ledger)) == ("succeeded", True, 1)
+    assert result.data == payments.ledger[0]
+    assert payments.keys_seen == [refund_call().idempotency_key]
+    assert spans.attrs(spans.call())["toolspan.idempotency.key_passed"] == "Idempotency-Key header"
+
+
+def test_without_a_read_back_the_header_lets_the_service_deduplicate(make_executor):
+    payments = Payments(honours_keys=True)
+    refund = _http_refund_tool(payments, read_back=False)
     result = make_executor([refund]).execute(refund_call())
     assert (result.status, result.attempts, len(payments.ledger)) == ("succeeded", 2, 1)
     key = refund_call().idempotency_key
     assert payments.keys_seen == [key, key]
-    assert spans.attrs(spans.call())["toolspan.idempotency.key_passed"] == "Idempotency-Key header"
     # Outside a call, and for an unkeyed call, no header is sent.
-    client.post("/refunds", json={"order_id": "R-9", "amount": 1})
+    refund.fn(order_id="R-9", amount=1)
     unkeyed = ToolCall("refund_order", "c2", {"order_id": "R-10", "amount": 1}, conversation_id="c")
-    make_executor([refund]).execute(unkeyed)
+    assert make_executor([refund]).execute(unkeyed).ok
     assert payments.keys_seen[2:] == [None, None]
 
 

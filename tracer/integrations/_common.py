@@ -11,7 +11,8 @@ carrying the derived idempotency key (:meth:`Declarations.tool_call`)::
 
     declarations = Declarations({
         "get_order": Declaration.read(),
-        "refund_order": Declaration.write(idempotent=True, resource_key=by_order),
+        "refund_order": Declaration.write(idempotent=True, resource_key=by_order,
+                                          key_passed="Idempotency-Key header"),
         "cancel_order": Declaration.write(read_back=get_cancellation),
     })
     tool = declarations.tool("refund_order", refund, parameters=schema, description="...")
@@ -29,6 +30,12 @@ the action within the request. By default the step is the tool name, plus
 the resource key when one is declared (``"refund_order:A-1001"``); pass
 ``step=`` (a fixed name or a function of the arguments) for another scheme.
 Without a request id no key can be derived, so the write is not retried.
+The framework calls the tool's function itself, so the key reaches the
+service through the function's HTTP client (an httpx client built with
+``event_hooks={"request": [send_idempotency_key()]}``) or
+:func:`~toolspan.tracer.current_call`; say which with ``key_passed``: an
+idempotent write without it is a ``ConfigurationError`` (MCP sends it in
+``_meta`` and says so itself).
 
 **Replies.** :func:`model_reply` is how a failure reaches the model in every
 adapter: as the framework's native *error result* (``is_error``, an error

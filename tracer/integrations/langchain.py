@@ -10,7 +10,8 @@ boundary, for graphs built by hand::
 
     boundary = RetryBoundaryMiddleware(Declarations({
         "get_order": Declaration.read(),
-        "refund_order": Declaration.write(idempotent=True, resource_key=by_order),
+        "refund_order": Declaration.write(idempotent=True, resource_key=by_order,
+                                          key_passed="Idempotency-Key header"),
     }), safeguards=Safeguards(store=store), tracer_provider=provider)
     agent = create_agent(model, tools=[get_order, refund_order], middleware=[boundary])
     agent.invoke({"messages": [...]},

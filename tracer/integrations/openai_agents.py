@@ -11,7 +11,8 @@ have a read-back) comes from its :class:`Declarations`::
 
     agent = guard_agent(Agent(name="desk", tools=[get_order, refund_order]), Declarations({
         "get_order": Declaration.read(),
-        "refund_order": Declaration.write(idempotent=True, resource_key=by_order),
+        "refund_order": Declaration.write(idempotent=True, resource_key=by_order,
+                                          key_passed="Idempotency-Key header"),
     }), safeguards=Safeguards(store=store), tracer_provider=provider)
     await Runner.run(agent, text, run_config=RunConfig(
         group_id=conversation_id, trace_metadata={"request_id": request_id}))

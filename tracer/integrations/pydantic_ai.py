@@ -10,7 +10,8 @@ definition, what only the application knows from its :class:`Declarations`::
 
     agent = Agent(model, tools=[get_order, refund_order], capabilities=[RetryBoundary(
         Declarations({"get_order": Declaration.read(),
-                      "refund_order": Declaration.write(idempotent=True, resource_key=by_order)}),
+                      "refund_order": Declaration.write(idempotent=True, resource_key=by_order,
+                                                        key_passed="Idempotency-Key header")}),
         safeguards=Safeguards(store=store), tracer_provider=provider)])
     agent.run_sync(text, conversation_id=conversation_id, run_id=request_id)
 

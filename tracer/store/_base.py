@@ -247,17 +247,25 @@ class RuleStore(CheckedStore):
     def _lapse(self, key: str, token: str) -> None:
         self._extend(key, token, 0.0)  # a lease renewed to end now
 
+    # Guard writes sweep forgotten records too (at most every so often, see ``_purge``):
+    # an executor whose calls never claim a key (reads, unkeyed writes) still only adds
+    # guard records, and memory must not grow with every conversation it ever saw.
+
     def _incr(self, name: str, by: int, ttl_s: float) -> int:
         with self._critical():
+            now = self._clock()
+            self._purge(now)
             stored = self._load_guard(name)
-            record = rules.incr(stored, name, by=by, now=self._clock(), ttl_s=ttl_s)
+            record = rules.incr(stored, name, by=by, now=now, ttl_s=ttl_s)
             self._save_guard(name, record)
             return record.count
 
     def _record_answer(self, name: str, answer: str, ttl_s: float) -> int:
         with self._critical():
+            now = self._clock()
+            self._purge(now)
             stored = self._load_guard(name)
-            record = rules.record_answer(stored, name, answer, now=self._clock(), ttl_s=ttl_s)
+            record = rules.record_answer(stored, name, answer, now=now, ttl_s=ttl_s)
             self._save_guard(name, record)
             return record.count
 
@@ -267,8 +275,10 @@ class RuleStore(CheckedStore):
 
     def _put(self, name: str, value: str, ttl_s: float) -> None:
         with self._critical():
+            now = self._clock()
+            self._purge(now)
             stored = self._load_guard(name)
-            record = rules.put(stored, name, value, now=self._clock(), ttl_s=ttl_s)
+            record = rules.put(stored, name, value, now=now, ttl_s=ttl_s)
             self._save_guard(name, record)
 
     def _get(self, name: str) -> str | None:
