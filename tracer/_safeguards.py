@@ -14,7 +14,9 @@
 * **who retried**: a call repeating a failed call of the same conversation
   is marked as a model-initiated retry of it.
 
-All state lives in the store, so every guard holds across workers. The
+All state lives in the store, so every guard holds across workers that share
+it. An executor given no ``safeguards`` keeps them in its own process's memory
+(:meth:`Safeguards.in_memory`); ``safeguards=None`` turns them off. The
 executor speaks to the store only through the methods here: they are the
 store protocol (claims, leases, settling a claim, unknown effects, answers).
 

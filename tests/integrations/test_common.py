@@ -202,3 +202,19 @@ def test_the_same_action_gets_the_same_key_whatever_the_call_id(request_id, step
         return  # names derive_key refuses (e.g. control characters) are covered in its tests
     call = declarations.tool_call("w", call_id, {}, conversation_id="c", request_id=request_id)
     assert call.idempotency_key == expected
+
+
+def test_the_executors_a_framework_bridge_builds_share_one_set_of_guards():
+    """One executor per framework tool: without a store, they keep their guards together."""
+    from toolspan.tracer import Safeguards
+    from toolspan.tracer.integrations.langchain import RetryBoundaryMiddleware
+
+    middleware = RetryBoundaryMiddleware({"a": Declaration.read(), "b": Declaration.read()})
+    sync_a = middleware._sync.executor("a", None, "")
+    async_b = middleware._async.executor("b", None, "")
+    assert sync_a._core.safeguards is async_b._core.safeguards is not None
+    given = Safeguards.in_memory()
+    explicit = RetryBoundaryMiddleware({"a": Declaration.read()}, safeguards=given)
+    assert explicit._sync.executor("a", None, "")._core.safeguards is given
+    off = RetryBoundaryMiddleware({"a": Declaration.read()}, safeguards=None)
+    assert off._sync.executor("a", None, "")._core.safeguards is None

@@ -24,10 +24,11 @@ from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 from .._errors import ConfigurationError, ToolError
+from .._safeguards import Safeguards
 from .._tool import Tool
 from ._common import Declarations
 
-__all__ = ["Bridge", "hand_over", "running"]
+__all__ = ["Bridge", "hand_over", "running", "shared_guards"]
 
 E = TypeVar("E")
 
@@ -76,6 +77,15 @@ def hand_over(exc: BaseException, seen: list[BaseException]) -> ToolError:
     """
     seen.append(exc)
     return ToolError("control_flow", f"{type(exc).__name__}: handed back to the framework")
+
+
+def shared_guards(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with one set of in-memory guards for every executor built from
+    them (a bridge builds one per tool), unless the application gave ``safeguards``:
+    a check tool's success and a loop are then seen across the tools."""
+    if "safeguards" in options:
+        return options
+    return {**options, "safeguards": Safeguards.in_memory()}
 
 
 class Bridge(Generic[E]):

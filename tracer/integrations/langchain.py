@@ -59,7 +59,7 @@ from .._errors import ToolError
 from .._executor import AsyncExecutor, Executor
 from .._result import ToolResult
 from ._common import Declaration, Declarations, model_reply
-from ._frameworks import Bridge, hand_over, running
+from ._frameworks import Bridge, hand_over, running, shared_guards
 
 __all__ = ["IdOf", "RetryBoundaryMiddleware", "guarded_tool_node"]
 
@@ -102,6 +102,7 @@ class RetryBoundaryMiddleware(AgentMiddleware[Any, Any, Any]):
     ) -> None:
         super().__init__()
         declared = Declarations.of(declarations)
+        executor_options = shared_guards(executor_options)
         self._sync: Bridge[Executor] = Bridge(
             declared, lambda tools: Executor(tools, sleep=sleep, **executor_options)
         )

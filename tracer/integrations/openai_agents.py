@@ -54,7 +54,7 @@ from agents.tool_context import ToolContext
 from .._errors import ToolError
 from .._executor import AsyncExecutor
 from ._common import Declaration, Declarations, model_reply
-from ._frameworks import Bridge, running
+from ._frameworks import Bridge, running, shared_guards
 
 __all__ = ["IdOf", "guard_agent", "guard_tools"]
 
@@ -88,9 +88,9 @@ def guard_tools(
     ``executor_options`` go to the :class:`AsyncExecutor` (``safeguards``,
     ``tracer_provider``, ``policy``, ``hooks``, ``sleep``, ``clock``, ...).
     """
+    options = shared_guards(executor_options)
     bridge = Bridge(
-        Declarations.of(declarations),
-        lambda declared: AsyncExecutor(declared, **executor_options),
+        Declarations.of(declarations), lambda declared: AsyncExecutor(declared, **options)
     )
     return [
         _guard(tool, bridge, conversation_id, request_id) if _guardable(tool) else tool

@@ -48,7 +48,7 @@ from pydantic_core import to_jsonable_python
 
 from .._executor import AsyncExecutor
 from ._common import Declaration, Declarations, model_reply
-from ._frameworks import Bridge, hand_over, running
+from ._frameworks import Bridge, hand_over, running, shared_guards
 
 __all__ = ["GuardedToolset", "IdOf", "RetryBoundary", "guard_toolset"]
 
@@ -123,9 +123,9 @@ def guard_toolset(
     ``executor_options`` go to the :class:`AsyncExecutor` (``safeguards``,
     ``tracer_provider``, ``policy``, ``hooks``, ``sleep``, ``clock``, ...).
     """
+    options = shared_guards(executor_options)
     bridge = Bridge(
-        Declarations.of(declarations),
-        lambda declared: AsyncExecutor(declared, **executor_options),
+        Declarations.of(declarations), lambda declared: AsyncExecutor(declared, **options)
     )
     return GuardedToolset(toolset, bridge, conversation_id, request_id)
 
@@ -146,9 +146,9 @@ class RetryBoundary(AbstractCapability[Any]):
         request_id: IdOf = _run_id,
         **executor_options: Any,
     ) -> None:
+        options = shared_guards(executor_options)
         self._bridge: Bridge[AsyncExecutor] = Bridge(
-            Declarations.of(declarations),
-            lambda declared: AsyncExecutor(declared, **executor_options),
+            Declarations.of(declarations), lambda declared: AsyncExecutor(declared, **options)
         )
         self._conversation_id = conversation_id
         self._request_id = request_id

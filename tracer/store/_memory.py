@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from . import _rules as rules
 from ._base import RuleStore
@@ -31,12 +30,10 @@ class MemoryStore(RuleStore):
         self._next_purge = float("-inf")
         self._closed = False
 
-    @contextmanager
-    def _critical(self) -> Iterator[None]:
-        with self._lock:
-            if self._closed:
-                raise StoreError("the memory store is closed")
-            yield
+    def _critical(self) -> _Critical:
+        # A plain context manager, not a generator one: every guard of every call of an
+        # executor without a store passes here (see ``Safeguards.in_memory``).
+        return _Critical(self)
 
     def _purge(self, now: float) -> None:
         if now < self._next_purge:
@@ -68,3 +65,22 @@ class MemoryStore(RuleStore):
             self._closed = True
             self._records.clear()
             self._guards.clear()
+
+
+class _Critical:
+    """``MemoryStore``'s critical section: its lock, refused once the store is closed."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        store = self._store
+        store._lock.acquire()
+        if store._closed:
+            store._lock.release()
+            raise StoreError("the memory store is closed")
+
+    def __exit__(self, *_: object) -> None:
+        self._store._lock.release()
