@@ -537,6 +537,16 @@ class Analyzer:
         halving the copy, so one such line costs O(log n) reads, not the file."""
         try:
             self._insert_stage([copy], longest=longest, slow=True)
+        except duckdb.OutOfMemoryException as exc:
+            # Lines are split to fit (_inputs.split_request); what still does
+            # not fit is one span too large for the limit: reported, not fatal.
+            if len(kept) == 1:
+                reason = f"too large for --memory-limit {self._memory_limit}: {_reader_error(exc)}"
+                bad.append(BadLine(str(path), kept[0][0], reason))
+                return
+            for half, half_kept in _inputs.split_copy(copy, kept):
+                self._stage_copy(path, half, half_kept, max(k[2] for k in half_kept), bad)
+            return
         except _UNREADABLE_FILE_ERRORS as exc:
             if len(kept) == 1:
                 self._stage_rejected_line(path, copy, kept[0][0], exc, bad)
@@ -649,7 +659,9 @@ class Analyzer:
         for path in batch:
             try:
                 self._insert_stage([path], slow=slow)
-            except _UNREADABLE_FILE_ERRORS:
+            except (*_UNREADABLE_FILE_ERRORS, duckdb.OutOfMemoryException):
+                # Out of memory: the slow way cuts long lines to fit, and
+                # reports with file:line what still does not.
                 failed.append(path)
             except duckdb.Error as exc:
                 # Not the file's fault (out of memory, ...): not a corrupt line.

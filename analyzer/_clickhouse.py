@@ -646,6 +646,10 @@ class SqlLimits:
 
 
 def _connect(source: ClickHouseSource, *, database: str | None = None) -> Any:
+    if source.kind == "chdb" and not Path(source.path).is_dir():
+        # chDB would make an empty database there: a mistyped path would
+        # then analyze nothing and pass.
+        raise DatabaseError(f"no chDB data directory at {source.path} (chdb:PATH reads one)")
     try:
         import clickhouse_connect
     except ImportError:
@@ -655,7 +659,6 @@ def _connect(source: ClickHouseSource, *, database: str | None = None) -> Any:
         ) from None
     try:
         if source.kind == "chdb":
-            Path(source.path).mkdir(parents=True, exist_ok=True)
             return clickhouse_connect.get_client(
                 dsn=f"chdb://{source.path}", database=database or source.database
             )

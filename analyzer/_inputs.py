@@ -177,6 +177,11 @@ def is_truncated_zstd(path: Path) -> bool:
 # The longest line read at all: the line checker holds a line in memory, and
 # the typed read needs a buffer of about its size. Longer lines are reported.
 MAX_LINE_BYTES = 256 * 1024 * 1024
+# A longer line is kept as several requests of about this size at most, each
+# with its resource and scope: the typed read holds a line whole, with a
+# buffer of its size per thread, and one line of 60,000 spans (118 MB) did not
+# fit the default 512MB memory limit. Spans count, not the lines they came in.
+SPLIT_LINE_BYTES = 8 * 1024 * 1024
 _INT64_MAX = 2**63 - 1
 
 
@@ -196,7 +201,9 @@ class SlowRead(NamedTuple):
 
 
 class _Checked(NamedTuple):
-    keep: bytes | None  # what to keep of the line (itself, or without its bad spans)
+    # What to keep of the line: itself, or without its bad spans; a long line
+    # as several (split_request). Empty: nothing.
+    keep: list[bytes]
     problems: list[str]
     unchecked: bool = False
 
@@ -229,8 +236,8 @@ def filter_good_lines(path: Path, good_out: IO[bytes]) -> SlowRead:
                 bad.extend(BadLine(str(path), number, problem) for problem in checked.problems)
                 if checked.unchecked:
                     unchecked.append((number, raw))
-                elif checked.keep is not None:
-                    line = checked.keep if checked.keep.endswith(b"\n") else checked.keep + b"\n"
+                for piece in checked.keep:
+                    line = piece if piece.endswith(b"\n") else piece + b"\n"
                     good_out.write(line)
                     kept.append((number, offset, len(line)))
                     offset += len(line)
@@ -308,19 +315,48 @@ def check_line(raw: bytes) -> _Checked:
         if exc.msg.startswith("depth limit"):
             # Valid JSON can nest deeper than orjson's limit; the typed read
             # has none, and the stage checks its spans (Analyzer._stage_unchecked).
-            return _Checked(None, [], unchecked=True)
+            return _Checked([], [], unchecked=True)
         # orjson counts lines and columns inside the line; the character offset is what helps.
-        return _Checked(None, [f"invalid JSON: {exc.msg} at character {exc.pos + 1}"])
-    if not isinstance(request, dict):
-        kind = type(request).__name__
-        return _Checked(None, [f"expected a JSON object (ExportTraceServiceRequest), got {kind}"])
-    problem = _request_problem(request)
-    if problem:
-        return _Checked(None, [problem])
-    problems = _drop_bad_parts(request)
-    if not problems:
-        return _Checked(raw, [])
-    return _Checked(_dumps(request), problems)
+        return _Checked([], [f"invalid JSON: {exc.msg} at character {exc.pos + 1}"])
+    usable, problems = check_request(request)
+    if not usable:
+        return _Checked([], problems)
+    if len(raw) > SPLIT_LINE_BYTES:
+        return _Checked(split_request(request, len(raw)), problems)
+    return _Checked([_dumps(request)] if problems else [raw], problems)
+
+
+def split_request(request: dict[str, Any], size: int) -> list[bytes]:
+    """A checked request of about ``size`` bytes as requests of at most about
+    SPLIT_LINE_BYTES each (a single span larger than that alone in one), every
+    span in exactly one of them, under its own resource and scope."""
+    pieces: list[bytes] = []
+    for resource in request.get("resourceSpans") or ():
+        for scope in (resource or {}).get("scopeSpans") or ():
+            spans = (scope or {}).get("spans") or []
+            # A first cut by the line's average span size; _dump_piece halves
+            # what still comes out too long.
+            step = max(1, len(spans) * SPLIT_LINE_BYTES // max(size, 1))
+            for start in range(0, len(spans), step):
+                _dump_piece(request, resource, scope, spans[start : start + step], pieces)
+    return pieces
+
+
+def _dump_piece(
+    request: dict[str, Any],
+    resource: dict[str, Any],
+    scope: dict[str, Any],
+    spans: list[Any],
+    pieces: list[bytes],
+) -> None:
+    piece = {**request, "resourceSpans": [{**resource, "scopeSpans": [{**scope, "spans": spans}]}]}
+    line = _dumps(piece)
+    if len(line) <= SPLIT_LINE_BYTES or len(spans) == 1:
+        pieces.append(line)
+        return
+    middle = len(spans) // 2
+    _dump_piece(request, resource, scope, spans[:middle], pieces)
+    _dump_piece(request, resource, scope, spans[middle:], pieces)
 
 
 def normalised(raw: bytes) -> bytes | None:

@@ -55,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"exit 1 when a finding of this kind exists ({', '.join(FINDING_KINDS)} or any)",
     )
     analyze.add_argument("--strict", action="store_true", help="fail on corrupt lines")
+    analyze.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 when the inputs hold no span at all (by default that is an error, exit 2)",
+    )
     analyze.set_defaults(handler=run_analyze)
 
     sql = subparsers.add_parser(
@@ -178,6 +183,13 @@ def run_analyze(args: argparse.Namespace) -> int:
             _report(az.ingest(args.paths, strict=args.strict, progress=_progress))
             _advise_a_file(az, args)
             summary = az.summary()
+            if not summary["spans"] and not args.allow_empty:
+                # A mis-pointed CI gate must not pass on nothing.
+                return _error(
+                    f"no spans in {summary['files']} file(s) ({summary['lines']} line(s), "
+                    f"{summary['bad_lines']} corrupt): nothing to analyze; "
+                    "--allow-empty accepts that"
+                )
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:
         return _error(str(exc))

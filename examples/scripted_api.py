@@ -16,13 +16,17 @@ import itertools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import anthropic
 import httpx2
-import openai
 
 from .agent import Planned, Request
+
+if TYPE_CHECKING:
+    # Each SDK is imported by the client that needs it: the OpenAI examples
+    # run without the anthropic package, and the Anthropic one without openai.
+    import anthropic
+    import openai
 
 __all__ = ["API", "ScriptedAPI"]
 
@@ -58,6 +62,8 @@ class ScriptedAPI:
         return httpx2.Client(transport=httpx2.MockTransport(self.handle))
 
     def openai_client(self) -> openai.OpenAI:
+        import openai
+
         return openai.OpenAI(
             api_key="sk-scripted",
             base_url="http://model.invalid/v1",
@@ -66,6 +72,8 @@ class ScriptedAPI:
         )
 
     def async_openai_client(self) -> openai.AsyncOpenAI:
+        import openai
+
         return openai.AsyncOpenAI(
             api_key="sk-scripted",
             base_url="http://model.invalid/v1",
@@ -74,6 +82,8 @@ class ScriptedAPI:
         )
 
     def anthropic_client(self) -> anthropic.Anthropic:
+        import anthropic
+
         return anthropic.Anthropic(
             api_key="sk-ant-scripted",
             base_url="http://model.invalid",

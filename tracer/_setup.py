@@ -9,6 +9,7 @@ or slow never blocks or breaks a tool call: the exporter logs and drops.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from ._export_watch import EndedSpans, TalliedExporter
+
 __all__ = ["Telemetry", "setup_telemetry"]
 
 _log = logging.getLogger("toolspan.tracer")
@@ -35,14 +38,17 @@ Protocol = Literal["grpc", "http/protobuf"]
 class Telemetry:
     """What :func:`setup_telemetry` built.
 
-    :meth:`shutdown` runs at interpreter exit too, bounded by the export
-    timeout: a dead collector never holds a process hostage.
+    :meth:`shutdown` runs at interpreter exit too, bounded by
+    ``shutdown_timeout_s`` (1 s): a dead collector never holds a process
+    hostage, and what it did not take is said once, in one log line.
     """
 
     tracer_provider: TracerProvider
     meter_provider: MeterProvider | None = None
     exporters: list[str] = field(default_factory=list)
     export_timeout_s: float = 5.0
+    shutdown_timeout_s: float = 1.0
+    _watch: _Watch | None = None
     _closed: bool = False
 
     def force_flush(self, timeout_s: float | None = None) -> bool:
@@ -56,19 +62,25 @@ class Telemetry:
         return _bounded(jobs, timeout, "flush")
 
     def shutdown(self, timeout_s: float | None = None) -> bool:
-        """Flush and close every exporter, waiting at most ``timeout_s``.
+        """Flush and close every exporter, waiting at most ``timeout_s``
+        (default: the shorter of ``shutdown_timeout_s`` and the export timeout).
 
         Returns False when the exporters did not finish in time; what was
-        still queued is then dropped (and said so in the log).
+        still queued is then dropped. Spans an exporter did not take are
+        counted and logged in one line with the reason; the exporters' own
+        retry warnings are held back meanwhile.
         """
         if self._closed:
             return True
         self._closed = True
-        timeout = self.export_timeout_s if timeout_s is None else timeout_s
+        if timeout_s is None:
+            timeout_s = min(self.shutdown_timeout_s, self.export_timeout_s)
         jobs: list[Callable[[], object]] = [self.tracer_provider.shutdown]
         if self.meter_provider is not None:
             jobs.append(self.meter_provider.shutdown)
-        return _bounded(jobs, timeout, "shutdown")
+        if self._watch is None:
+            return _bounded(jobs, timeout_s, "shutdown")
+        return self._watch.shutdown(jobs, timeout_s)
 
 
 def _bounded(jobs: list[Callable[[], object]], timeout_s: float, what: str) -> bool:
@@ -89,6 +101,45 @@ def _bounded(jobs: list[Callable[[], object]], timeout_s: float, what: str) -> b
     return True
 
 
+@dataclass
+class _Watch:
+    """Counts what was offered and taken per exporter (``_export_watch``)."""
+
+    ended: EndedSpans
+    exporters: list[TalliedExporter] = field(default_factory=list)
+
+    def shutdown(self, jobs: list[Callable[[], object]], timeout_s: float) -> bool:
+        from ._export_watch import ExporterLogs, dropped_line
+
+        logs = ExporterLogs()
+        done = threading.Event()
+
+        def run() -> None:
+            with logs.holding():
+                for job in jobs:
+                    job()
+                done.set()
+
+        worker = threading.Thread(target=run, name="toolspan-telemetry-shutdown", daemon=True)
+        worker.start()
+        finished = done.wait(timeout_s)
+        if not finished:
+            # End the exporters' retry waits: the last batch is given up now,
+            # not after the daemon thread's next backoff.
+            for exporter in self.exporters:
+                with contextlib.suppress(Exception):
+                    exporter.exporter.shutdown()
+            worker.join(0.2)
+        line = dropped_line(
+            self.ended.count, self.exporters, logs.first, None if finished else timeout_s
+        )
+        if line:
+            _log.warning("%s", line)
+        elif not finished:
+            _log.warning("telemetry shutdown did not finish in %.1f s", timeout_s)
+        return finished
+
+
 def setup_telemetry(
     service_name: str = "toolspan-agent",
     *,
@@ -100,6 +151,7 @@ def setup_telemetry(
     metrics: bool = False,
     set_global: bool = True,
     export_timeout_s: float = 5.0,
+    shutdown_timeout_s: float = 1.0,
 ) -> Telemetry:
     """Create a ``TracerProvider`` exporting toolspan's spans.
 
@@ -111,6 +163,9 @@ def setup_telemetry(
       and ``endpoint`` override them.
     * ``metrics``: also build a ``MeterProvider`` exporting the same way
       (see :class:`toolspan.tracer.MetricsHook`).
+    * ``shutdown_timeout_s``: how long :meth:`Telemetry.shutdown` (also run
+      at exit) waits for the last exports; then it gives up, and one log line
+      says how many spans each exporter did not take and why.
     """
     try:
         from opentelemetry import metrics as metrics_api
@@ -126,11 +181,22 @@ def setup_telemetry(
     resource = Resource.create({"service.name": service_name, **(resource_attributes or {})})
     # Shut down by Telemetry (bounded) at exit, not by the SDK's unbounded hook.
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    telemetry = Telemetry(tracer_provider=provider, export_timeout_s=export_timeout_s)
+    from ._export_watch import EndedSpans, TalliedExporter
+
+    watch = _Watch(EndedSpans())
+    provider.add_span_processor(watch.ended)
+    telemetry = Telemetry(
+        tracer_provider=provider,
+        export_timeout_s=export_timeout_s,
+        shutdown_timeout_s=shutdown_timeout_s,
+        _watch=watch,
+    )
     timeout_ms = int(export_timeout_s * 1000)
     for label, exporter in _span_exporters(json_path, otlp, protocol, endpoint, export_timeout_s):
+        tallied = TalliedExporter(label, exporter)
+        watch.exporters.append(tallied)
         processor = BatchSpanProcessor(
-            exporter,
+            tallied,
             export_timeout_millis=timeout_ms,
             # Room for bursts while a collector is slow: dropping costs a log record.
             max_queue_size=8192,

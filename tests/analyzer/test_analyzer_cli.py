@@ -103,3 +103,39 @@ def test_bad_query_and_empty_input(
     empty.mkdir()
     assert main(["analyze", str(empty)]) == 2
     assert "no trace files" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gate", [[], ["--fail-on", "any"]])
+def test_inputs_without_a_single_span_fail_the_gate(
+    tmp_path: Path, gate: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A mis-pointed CI gate: the directory's only .jsonl is not OTLP.
+    (tmp_path / "app.jsonl").write_text('{"level": "info", "msg": "started"}\n')
+    assert main(["analyze", str(tmp_path), *gate]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "toolspan: error: no spans in 1 file(s) (1 line(s), 0 corrupt): "
+        "nothing to analyze; --allow-empty accepts that"
+    )
+    assert "Traceback" not in "\n".join(err)
+    assert main(["analyze", str(tmp_path), *gate, "--allow-empty"]) == 0
+    assert "Findings" in capsys.readouterr().out
+
+
+def test_a_chdb_path_that_does_not_exist_is_an_error_not_a_new_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no" / "such"
+    assert main(["analyze", f"chdb:{missing}"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"toolspan: error: no chDB data directory at {missing} (chdb:PATH reads one)"
+    assert not (tmp_path / "no").exists()
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"toolspan {version('toolspan')}\n"

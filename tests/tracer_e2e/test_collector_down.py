@@ -170,3 +170,50 @@ def test_shutdown_with_one_batch_pending_takes_about_the_export_timeout(
         shutdown_s = time.monotonic() - started
     check_results(results)
     assert shutdown_s <= EXPORT_TIMEOUT_S + 0.5, f"shutdown took {shutdown_s:.2f} s"
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_shutdown_with_the_collector_down_takes_a_second_and_says_once_what_was_dropped(
+    protocol: Protocol, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The defaults (export timeout 5 s), the real exporter, a closed port.
+    logging.getLogger("opentelemetry.exporter").setLevel(logging.NOTSET)
+    caplog.set_level(logging.WARNING)
+    with collector_endpoint("down") as target:
+        assert isinstance(target, str)
+        telemetry = setup_telemetry(
+            "toolspan-test", otlp=True, protocol=protocol, endpoint=target, set_global=False
+        )
+        _, results = execute_many(telemetry.tracer_provider, 50, warmup=0)
+        started = time.monotonic()
+        assert telemetry.shutdown() is False
+        shutdown_s = time.monotonic() - started
+        time.sleep(0.5)  # the exporter's thread, given up on, must stay quiet too
+    check_results(results)
+    assert shutdown_s <= 1.5, f"shutdown took {shutdown_s:.2f} s"
+    label = "otlp-grpc" if protocol == "grpc" else "otlp-http"
+    records = [(r.name, r.getMessage()) for r in caplog.records]
+    ((name, line),) = records  # no exporter retry warnings: one line
+    assert name == "toolspan.tracer"
+    spans = len(results) + sum(r.attempts for r in results)  # a call span, one per attempt
+    assert line.startswith(
+        f"telemetry shutdown: {spans} of {spans} span(s) not exported to {label} ("
+    )
+    assert "\n" not in line
+    assert line.endswith("shutdown gave up after 1.0 s)")
+    exporter_logger = logging.getLogger("opentelemetry.exporter.otlp.common.http")
+    assert not exporter_logger.filters  # held back during shutdown only
+
+
+def test_in_normal_running_the_exporter_still_logs_its_failures(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    logging.getLogger("opentelemetry.exporter").setLevel(logging.NOTSET)
+    caplog.set_level(logging.WARNING)
+    with collector_endpoint("down") as target:
+        telemetry = otlp_telemetry(target, "http/protobuf")
+        execute_many(telemetry.tracer_provider, 5, warmup=0)
+        telemetry.force_flush()
+        flushed = [r for r in caplog.records if r.name.startswith("opentelemetry.exporter")]
+        telemetry.shutdown()
+    assert flushed, "the exporter's own warnings were hidden outside shutdown"
