@@ -196,7 +196,7 @@ def test_3_a_timed_out_sms_is_not_sent_again_before_its_check(run_block) -> None
     done = run_block(_block("3. Tell the model what to do next"))
     assert done.output.splitlines() == [
         "send_sms unsafe_retry ('get_sms_status',)",
-        "send_sms read_back_required ('get_sms_status',)",
+        "send_sms in_progress ()",  # held while the first request may still commit
         "get_sms_status succeeded ",
     ]
     assert len(done.services.sms_sent) == 1
