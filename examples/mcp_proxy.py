@@ -1,6 +1,6 @@
 """A client that knows nothing of toolspan, behind ``toolspan mcp proxy``.
 
-    python -m examples.mcp_proxy [--trace-file out/mcp_proxy.jsonl]
+    python -m examples.mcp_proxy [--out out/mcp_proxy.jsonl]
 
 ``examples/mcp_proxy_client.json`` is the server entry a desktop client or an
 IDE would hold: instead of ``python -m examples.mcp_server`` it launches the
@@ -71,9 +71,11 @@ async def run(trace_file: str | None) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace-file", help="the proxy appends its spans here (OTLP/JSON)")
+    parser.add_argument(
+        "--out", default="out/mcp_proxy.jsonl", help="the proxy appends its spans here (OTLP/JSON)"
+    )
     args = parser.parse_args(argv)
-    seen = anyio.run(run, args.trace_file)
+    seen = anyio.run(run, args.out)
     expected = [(name, status) for name, _, status in SESSION]
     if seen != expected:
         print(f"unexpected answers: {seen} (expected {expected})", file=sys.stderr)

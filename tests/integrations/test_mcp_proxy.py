@@ -633,7 +633,7 @@ def test_the_example_drives_the_proxy_from_a_client_config(tmp_path):
 
     traces = tmp_path / "example.jsonl"
     done = subprocess.run(
-        [sys.executable, "-m", "examples.mcp_proxy", "--trace-file", str(traces)],
+        [sys.executable, "-m", "examples.mcp_proxy", "--out", str(traces)],
         cwd=REPO,
         capture_output=True,
         text=True,
