@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 LOOPBACK = "127.0.0.1"
 _POLL_S = 0.02
@@ -51,3 +55,31 @@ class Running:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def recording_http_server(body: bytes = b'{"type": "string"}') -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server that answers every GET with ``body`` (JSON) and
+    records the paths asked for: (its base URL, those paths). A test that
+    something was never fetched asserts the list stays empty."""
+    seen: list[str] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((LOOPBACK, 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{LOOPBACK}:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,8 @@ from mcp import Client, StdioServerParameters
 from toolspan.tracer import AsyncExecutor, ConfigurationError
 from toolspan.tracer.integrations import mcp as mcp_adapter
 from toolspan.tracer.integrations.mcp import GuardedSession, mcp_tools
+
+from ..services import recording_http_server
 
 pytestmark = pytest.mark.slow  # each test starts the server as a process
 
@@ -117,29 +117,10 @@ def test_a_listing_that_never_ends_is_a_clear_error(mode):
 # -- item 5: a $ref the server chose is never fetched ------------------------------------
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    seen: list[str] = []
-
-    def do_GET(self) -> None:
-        type(self).seen.append(self.path)
-        body = b'{"type": "string"}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def schema_host() -> Iterator[tuple[str, list[str]]]:
-    seen: list[str] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Recorder,), {"seen": seen}))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/schema.json", seen
-    server.shutdown()
-    server.server_close()
+    with recording_http_server() as (base, seen):
+        yield f"{base}/schema.json", seen
 
 
 def test_a_remote_ref_in_an_input_schema_is_never_fetched(spans, schema_host):

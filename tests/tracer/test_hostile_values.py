@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from toolspan.tracer.integrations.anthropic import tool_result_block
 from toolspan.tracer.integrations.openai import function_call_output, tool_message
 from toolspan.tracer.testing import FakeClock
 
+from ..services import recording_http_server
 from .conftest import Scripted
 
 
@@ -171,32 +170,10 @@ def test_a_huge_error_text_is_capped_like_a_result(make_executor, spans):
 # -- item 5: $ref outside the schema is never resolved --------------------------------
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    seen: list[str] = []
-
-    def do_GET(self) -> None:
-        type(self).seen.append(self.path)
-        body = b'{"type": "string"}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def schema_host() -> Iterator[tuple[str, list[str]]]:
-    seen: list[str] = []
-    handler = type("Handler", (_Recorder,), {"seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    server.shutdown()
-    server.server_close()
+    with recording_http_server() as (base, seen):
+        yield base, seen
 
 
 def _with_ref(ref: str) -> dict[str, Any]:
