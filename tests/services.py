@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -83,3 +86,16 @@ def recording_http_server(body: bytes = b'{"type": "string"}') -> Iterator[tuple
     finally:
         server.shutdown()
         server.server_close()
+
+
+def stop_process(process: subprocess.Popen[str], timeout_s: float = 15.0) -> None:
+    """Stop a server started in its own session: Ctrl-C first (it cleans up),
+    then the whole process group if it has not ended within ``timeout_s``."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ..services import free_port
+from ..services import free_port, stop_process
 from .traces import write_traces
 
 pytestmark = pytest.mark.slow
@@ -71,13 +71,7 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]
         url, output = wait_for_url(process)
         yield url, output, process
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_process(process)
 
 
 def distinct_colours(path: Path) -> int:

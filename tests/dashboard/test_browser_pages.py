@@ -14,7 +14,6 @@ import contextlib
 import io
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from toolspan.analyzer import Analyzer
 from toolspan.dashboard._colours import ALIASES, colour_for
 from toolspan.tracer.testing import FakeClock
 
-from ..services import free_port
+from ..services import free_port, stop_process
 from .test_browser import CHROMIUM_ARGS, wait_for_url
 
 pytestmark = pytest.mark.slow
@@ -110,13 +109,7 @@ def _start(db: Path, port: int) -> subprocess.Popen[str]:
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    stop_process(process, timeout_s=30)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -24,6 +23,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+
+from ..services import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -400,13 +401,7 @@ def test_from_the_clones_root_the_dashboard_renders_in_chromium(wheel_venv: Path
             exceptions = page.locator('[data-testid="stException"]').count()
             browser.close()
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_process(process)
     assert "ModuleNotFoundError" not in text
     assert exceptions == 0
 
