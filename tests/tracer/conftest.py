@@ -14,6 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from toolspan.tracer import Executor, Tool
 from toolspan.tracer.testing import FakeClock
 
+from ..redis_server import RedisServer
+
 
 class Spans:
     """The SDK provider and the spans it finished, with lookups for tests."""
@@ -82,3 +84,10 @@ class Scripted:
         if isinstance(step, BaseException):
             raise step
         return step
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A real redis-server on a free loopback port, for one test."""
+    with RedisServer() as server:
+        yield server

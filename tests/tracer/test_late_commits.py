@@ -172,12 +172,6 @@ def test_a_service_that_never_acts_after_it_answered_is_retried_at_once(
 # -- 2. an in-flight claim across an empty Redis restart ----------------------------------
 
 
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    with RedisServer() as server:
-        yield server
-
-
 @pytest.mark.slow
 def test_a_claim_in_flight_when_redis_restarted_empty_is_held_by_every_worker(
     spans: Spans, redis_server: RedisServer

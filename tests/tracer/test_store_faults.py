@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -234,12 +233,6 @@ def test_after_a_loss_an_unknown_outcome_does_not_bind_the_key_either(spans: Spa
 
 
 # -- an unreachable Redis ---------------------------------------------------------------
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    with RedisServer() as server:
-        yield server
 
 
 @pytest.mark.slow
