@@ -14,7 +14,7 @@ Nothing here renders trace text as Markdown or HTML: it goes through
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,15 @@ import orjson
 import streamlit as st
 
 from ._env import LIVE_ENV
+from ._queries import window_start
 
-__all__ = ["follow", "snapshot_path"]
+__all__ = ["follow", "snapshot_path", "watch_window"]
 
 REFRESH_S = 2.0
+# A "last N minutes" filter is moved on (the page run again) at least this
+# often, also when no data arrives, so that calls leave the window as it passes.
+WINDOW_STEP = timedelta(seconds=10)
+_WINDOW_KEY = "live_window"
 _OPENED_KEY = "live_opened_at"
 _VERSION_KEY = "live_version"
 _TRACE_PARAM = "trace"
@@ -73,12 +78,20 @@ def _live_line() -> None:
     st.session_state[_VERSION_KEY] = version
     if shown is not None and version != shown:
         st.rerun()  # the whole app, on the newer copy
+    window = st.session_state.get(_WINDOW_KEY)
+    if window is not None and window_start(window[1]) - window[0] >= WINDOW_STEP:
+        st.rerun()  # the window moved on: calls may have left it
     st.caption(_arrival(status))
     opened = str(st.session_state.get(_OPENED_KEY, ""))
     new = [f for f in status.get("new_findings") or () if str(f.get("seen_at", "")) >= opened]
     if new:
         st.warning(f"{len(new)} new finding(s) since this page was opened")
         st.text("\n".join(_finding_line(f) for f in reversed(new[-20:])))
+
+
+def watch_window(window: tuple[datetime, int] | None) -> None:
+    """Remember the "last N minutes" window (its start, N) this run drew, or None."""
+    st.session_state[_WINDOW_KEY] = window
 
 
 def _arrival(status: dict[str, Any]) -> str:

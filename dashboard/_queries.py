@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -19,7 +19,7 @@ import pandas as pd
 from .._sql import load_statements
 from ._errors import DashboardError
 
-__all__ = ["Filters", "bucket_for", "load_sql", "run_query"]
+__all__ = ["Filters", "bucket_for", "load_sql", "run_query", "window_start"]
 
 # Time-bucket widths for the over-time chart, smallest first.
 _BUCKETS = tuple(
@@ -54,6 +54,12 @@ def bucket_for(start: datetime, end: datetime) -> timedelta:
     """The smallest bucket width that draws ``start..end`` in at most 120 bars."""
     span = max(end - start, timedelta(seconds=1))
     return next((b for b in _BUCKETS if span / b <= _MAX_BUCKETS), _BUCKETS[-1])
+
+
+def window_start(minutes: int, now: datetime | None = None) -> datetime:
+    """Where "the last ``minutes`` minutes" start: naive UTC to the second (as stored)."""
+    now = datetime.now(UTC) if now is None else now
+    return (now - timedelta(minutes=minutes)).replace(tzinfo=None, microsecond=0)
 
 
 def load_sql(name: str) -> str:

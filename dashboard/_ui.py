@@ -19,7 +19,7 @@ import streamlit as st
 from . import _live
 from ._env import DB_ENV, TIME_LIMIT_ENV
 from ._errors import DashboardError
-from ._queries import Filters, bucket_for, run_query
+from ._queries import Filters, bucket_for, run_query, window_start
 from ._sandbox import SandboxLimits, open_database
 
 __all__ = [
@@ -35,6 +35,17 @@ __all__ = [
 ]
 
 ALL_CONVERSATIONS = "(all conversations)"
+# The time filter: a range picked on the slider, or the last N minutes up to
+# now, which moves with the clock (in live mode the page runs again as it moves).
+PICK_RANGE = "Pick a range"
+WINDOWS: dict[str, int | None] = {
+    PICK_RANGE: None,
+    "Last 5 minutes": 5,
+    "Last 15 minutes": 15,
+    "Last hour": 60,
+    "Last 24 hours": 24 * 60,
+}
+WINDOW_KEY = "f_window"
 CONVERSATION_KEY = "filter_conversation"
 TRACE_KEY = "trace"
 
@@ -119,13 +130,30 @@ def render_sidebar() -> Filters:
     """Draw the filters in the sidebar, remember them for the pages, return them."""
     bounds = query("filter_bounds").iloc[0]
     st.sidebar.header("Filters")
-    start, end = _time_range(bounds["first_call"], bounds["last_call"])
+    start, end = _time_filter(bounds["first_call"], bounds["last_call"])
     conversation = _conversation_filter(list(bounds["conversations"]))
     tools = st.sidebar.multiselect("Tool", list(bounds["tools"]), key="f_tools")
     statuses = st.sidebar.multiselect("Final status", list(bounds["statuses"]), key="f_statuses")
     filters = Filters(start, end, conversation, tuple(tools), tuple(statuses))
     st.session_state["filters"] = filters
     return filters
+
+
+def _time_filter(first: Any, last: Any) -> tuple[datetime | None, datetime | None]:
+    window = st.sidebar.selectbox(
+        "Time",
+        list(WINDOWS),
+        key=WINDOW_KEY,
+        help="The last N minutes follow the clock: under `toolspan serve` the pages move with it.",
+    )
+    minutes = WINDOWS.get(str(window))
+    if minutes is None:
+        _live.watch_window(None)
+        return _time_range(first, last)
+    start = window_start(minutes)
+    _live.watch_window((start, minutes))
+    st.sidebar.caption(f"Calls since {start:%Y-%m-%d %H:%M:%S} UTC")
+    return start, None
 
 
 def _time_range(first: Any, last: Any) -> tuple[datetime | None, datetime | None]:

@@ -4,8 +4,9 @@ equal SQL run on the same database (and the scenario the traces were built from)
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,10 @@ from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from toolspan.dashboard import _ui, open_database
+from toolspan.dashboard._queries import window_start
 
-from .traces import scenario
+from .conftest import ingest
+from .traces import BASE_NS, Conversation, scenario, write_traces
 
 APP = Path(__file__).parents[2] / "dashboard" / "app.py"
 PAGES = ("timelines", "findings", "trace", "console")
@@ -331,3 +334,31 @@ def test_missing_or_foreign_database(tmp_path: Path, monkeypatch: pytest.MonkeyP
     duckdb.connect(str(foreign)).close()
     app = start(foreign, monkeypatch)
     assert "no toolspan views" in app.error[0].value
+
+
+def test_last_minutes_window_follows_the_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Calls two minutes and two hours before now (the real clock the app reads):
+    # "last 15 minutes" keeps only the first, "last 24 hours" both, and the
+    # range slider is not drawn while a window is chosen.
+    now_s = int(time.time() - BASE_NS / 10**9)
+    recent, older = scenario()[0], scenario()[1]
+    convs = [
+        Conversation("recent", now_s - 120, list(recent.calls)),
+        Conversation("older", now_s - 7200, list(older.calls)),
+    ]
+    db = ingest(tmp_path / "window.duckdb", write_traces(tmp_path / "w.jsonl", convs))
+    app = start(db, monkeypatch)
+    assert metrics(app)["Calls"] == str(len(recent.calls) + len(older.calls))
+    app.sidebar.selectbox(key=_ui.WINDOW_KEY).set_value("Last 15 minutes").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert metrics(app)["Calls"] == str(len(recent.calls))
+    assert not [s for s in app.sidebar.slider if s.key == "f_time"]
+    app.sidebar.selectbox(key=_ui.WINDOW_KEY).set_value("Last 24 hours").run()
+    assert metrics(app)["Calls"] == str(len(recent.calls) + len(older.calls))
+
+
+def test_window_start_is_naive_utc_to_the_second() -> None:
+    now = datetime(2026, 12, 2, 10, 30, 15, 999_999, tzinfo=UTC)
+    assert window_start(15, now) == datetime(2026, 12, 2, 10, 15, 15)
