@@ -160,6 +160,10 @@ def main() -> None:
         help="each worker stops here with its plan unfinished (a loaded machine needs more)",
     )
     parser.add_argument(
+        "--rows",
+        help="a comma list of row numbers (1-based, in table order, all 14 rows counted) to run",
+    )
+    parser.add_argument(
         "--promised-only",
         action="store_true",
         help="skip the rows docs/durability.md promises nothing for (they break by design)",
@@ -168,8 +172,11 @@ def main() -> None:
     wanted = set(args.only.split(",")) if args.only else {"sqlite", "redis"}
     rows = []
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
-        for config in configurations():
+        chosen = {int(n) for n in args.rows.split(",")} if args.rows else None
+        for number, config in enumerate(configurations(), start=1):
             if not {config[0], f"{config[0]}:{config[1]}"} & wanted:
+                continue
+            if chosen is not None and number not in chosen:
                 continue
             if args.promised_only and not promised(*config):
                 continue
