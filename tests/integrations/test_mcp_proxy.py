@@ -726,3 +726,87 @@ def test_the_cli_serves_streamable_http_in_front_of_a_stdio_upstream(tmp_path):
     assert not result.is_error
     assert result.structured_content == {"result": "not refunded"}
     assert payload(result)["status"] == "succeeded"
+
+
+# -- pass-through over stdio, byte for byte ---------------------------------------------------
+
+# A scripted upstream writing JSON the way no SDK would (spacing, key order, escapes,
+# fields the SDK's models drop); it keeps what it read and what it wrote, line by line.
+SCRIPTED_UPSTREAM = r"""
+import json, sys
+read_log, sent_log = open(sys.argv[1], "ab", 0), open(sys.argv[2], "ab", 0)
+for line in sys.stdin.buffer:
+    read_log.write(line)
+    message = json.loads(line)
+    if "id" not in message or "method" not in message:
+        continue
+    for out in (
+        '{ "params" : {"level":"info", "data": "caf\\u00e9"} ,"method":"notifications/message",'
+        '"jsonrpc":"2.0", "x-vendor": 1.50 }',
+        '{"result": {"zeta": 1.0, "tools": [], "alpha": "\\u00e9\\/"}, "id": %s,  "jsonrpc": "2.0",'
+        ' "x-vendor": [1, {"b": 2, "a": 1}]}' % json.dumps(message["id"]),
+    ):
+        sent_log.write(out.encode() + b"\n")
+        sys.stdout.buffer.write(out.encode() + b"\n")
+        sys.stdout.buffer.flush()
+"""
+
+
+def _read_lines(stream: Any, count: int, timeout_s: float) -> list[bytes]:
+    import select
+    import time
+
+    lines: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(lines) < count:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"only {len(lines)} of {count} lines within {timeout_s}s: {lines}"
+        lines.append(stream.readline())
+    return lines
+
+
+@pytest.mark.slow
+def test_over_stdio_what_is_relayed_arrives_byte_for_byte_both_ways(tmp_path):
+    import subprocess
+    import sys
+
+    upstream = tmp_path / "upstream.py"
+    upstream.write_text(SCRIPTED_UPSTREAM)
+    read_log, sent_log, traces = tmp_path / "read", tmp_path / "sent", tmp_path / "spans.jsonl"
+    config = tmp_path / "proxy.toml"
+    config.write_text("timeout_s = 10\n")
+    from_client = [
+        b'{ "id" : 1, "jsonrpc":"2.0", "method":"tools/list", "params":{ "_meta": {"traceparent":'
+        b' "' + TRACEPARENT.encode() + b'", "x-\\u00e9": 1.0}}, "x-vendor": null }\n',
+        b'{"method":"notifications/roots/list_changed","jsonrpc":"2.0"  , "params": {} }\n',
+        b'{"jsonrpc":"2.0","id":"r-2","method":"resources/read","params":{"uri":"shop://a b"}}\r\n',
+    ]
+    command = [sys.executable, "-m", "toolspan.cli", "mcp", "proxy", "--config", str(config)]
+    command += ["--trace-file", str(traces), "--", sys.executable, str(upstream)]
+    proxy = subprocess.Popen(
+        [*command, str(read_log), str(sent_log)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=str(REPO),
+        bufsize=0,  # select() sees what readline() has not read yet
+    )
+    try:
+        for line in from_client:
+            proxy.stdin.write(line)
+        received = _read_lines(proxy.stdout, 4, timeout_s=30)  # two requests: 2 lines each
+        proxy.stdin.close()
+        assert proxy.wait(timeout=30) == 0
+    finally:
+        proxy.kill()
+    assert read_log.read_bytes().splitlines(keepends=True) == from_client
+    assert sorted(received) == sorted(sent_log.read_bytes().splitlines(keepends=True))
+    # Relayed as bytes, the request still got its server span, in the client's trace.
+    spans = [
+        span
+        for line in traces.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    listed = [s for s in spans if s["name"] == "tools/list"]
+    assert [s["traceId"] for s in listed] == [TRACE_ID]
