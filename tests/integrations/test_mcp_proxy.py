@@ -810,3 +810,48 @@ def test_over_stdio_what_is_relayed_arrives_byte_for_byte_both_ways(tmp_path):
     ]
     listed = [s for s in spans if s["name"] == "tools/list"]
     assert [s["traceId"] for s in listed] == [TRACE_ID]
+
+
+def test_a_call_cancelled_before_its_task_started_never_reaches_the_upstream(shop, spans, clock):
+    proxy = make_proxy(shop, spans, clock)
+    answers: list[Any] = []
+
+    async def reply(message: Any) -> None:
+        answers.append(message)
+
+    def call(request_id: int) -> mcp_types.JSONRPCRequest:
+        envelope = {  # the stateless protocol's per-request envelope: no handshake needed
+            mcp_types.PROTOCOL_VERSION_META_KEY: MODES[1],
+            mcp_types.CLIENT_INFO_META_KEY: {"name": "scripted", "version": "1"},
+            mcp_types.CLIENT_CAPABILITIES_META_KEY: {},
+        }
+        params = {
+            "name": "get_refund_status",
+            "arguments": {"order_id": f"A-{request_id}"},
+            "_meta": envelope,
+        }
+        return mcp_types.JSONRPCRequest(
+            jsonrpc="2.0", id=request_id, method="tools/call", params=params
+        )
+
+    async def test():
+        with anyio.fail_after(10):
+            async with proxy.running():
+                # Read one after the other, as off a pipe: the cancellation comes first.
+                await proxy.handle(call(1), reply)
+                cancel = {"requestId": 1, "reason": "changed my mind"}
+                await proxy.handle(
+                    mcp_types.JSONRPCNotification(
+                        jsonrpc="2.0", method="notifications/cancelled", params=cancel
+                    ),
+                    reply,
+                )
+                await proxy.handle(call(2), reply)
+                while not answers:
+                    await anyio.sleep(0.01)
+                proxy._task_group.cancel_scope.cancel()
+
+    anyio.run(test)
+    assert [answer.id for answer in answers] == [2]  # none for the cancelled call
+    assert not answers[0].result["isError"]
+    assert shop.calls.get("get_refund_status") == 1  # only call 2 ran upstream

@@ -201,7 +201,10 @@ class McpProxy:
         if isinstance(message, JSONRPCRequest):
             relayed = None
             started = time.time_ns()
-            if message.method != "tools/call":
+            if message.method == "tools/call":
+                # Its cancellation may come before its task starts: the scope waits for it.
+                self._calls[message.id] = anyio.CancelScope()
+            else:
                 # Sent here, in the order the client sent it (a notification after it,
                 # such as its cancellation, must not overtake it); awaited in its task.
                 relayed = await self._upstream.start(message)
@@ -287,10 +290,10 @@ class McpProxy:
     ) -> JSONRPCMessage | None:
         name = params.get("name")
         if not isinstance(name, str):
+            self._calls.pop(request.id, None)
             error = ErrorData(code=mcp_types.INVALID_PARAMS, message="tools/call needs a tool name")
             return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
-        with anyio.CancelScope() as scope:
-            self._calls[request.id] = scope
+        with self._calls.get(request.id) or anyio.CancelScope() as scope:
             try:
                 result = await self._execute(request, name, params.get("arguments"), meta)
             finally:
