@@ -33,7 +33,9 @@ from mcp_types import (
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
+    jsonrpc_message_adapter,
 )
+from pydantic import ValidationError
 
 __all__ = ["parse_line", "server_process", "stdio_streams", "wire_of"]
 
@@ -93,14 +95,24 @@ def parse_line(line: bytes) -> JSONRPCMessage:
         model = _WireRequest if "id" in data else _WireNotification
     else:
         model = _WireError if "error" in data else _WireResponse
-    message = model.model_validate(data)
+    try:
+        message = model.model_validate(data)
+    except ValidationError:
+        # Not the shape its keys suggest: read as the SDK reads any line (or refused as it
+        # refuses it), without its line, so it is serialised when relayed.
+        return jsonrpc_message_adapter.validate_python(data, by_name=False)
     object.__setattr__(message, "wire", line.rstrip(b"\n"))  # pydantic's setattr refuses slots
     return message
 
 
 def wire_of(message: JSONRPCMessage) -> bytes | None:
     """The line ``message`` was read from, when it is unchanged since (else ``None``)."""
-    return message.wire if type(message) in _WIRED else None  # type: ignore[union-attr]
+    if type(message) not in _WIRED:
+        return None
+    try:
+        return message.wire  # type: ignore[union-attr]
+    except AttributeError:  # a copy (``model_copy``): its slot is empty, it may have changed
+        return None
 
 
 class _Lines:
