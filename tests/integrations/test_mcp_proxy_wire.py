@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,12 +12,13 @@ from mcp_types import jsonrpc_message_adapter
 
 from toolspan.tracer.integrations.mcp_proxy._stdio import parse_line, wire_of
 
+_int64 = st.integers(-(2**63), 2**63 - 1)  # the SDK's ids and codes; orjson's integers
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none() | st.booleans() | _int64 | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
     max_leaves=8,
 )
-_ids = st.integers() | st.text(min_size=1)
+_ids = _int64 | st.text(min_size=1)
 _params = st.dictionaries(st.text(), _json, max_size=3)
 _messages = st.one_of(
     st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": _ids, "method": st.text()}),
@@ -28,7 +30,7 @@ _messages = st.one_of(
         {
             "jsonrpc": st.just("2.0"),
             "id": _ids,
-            "error": st.fixed_dictionaries({"code": st.integers(), "message": st.text()}),
+            "error": st.fixed_dictionaries({"code": _int64, "message": st.text()}),
         }
     ),
 )
@@ -46,9 +48,14 @@ _styles = st.fixed_dictionaries(
 def test_a_line_read_keeps_its_bytes_and_reads_as_the_sdk_reads_it(message, style, extra):
     line = json.dumps({**message, **extra}, **style).encode()
     parsed = parse_line(line + b"\n")
-    assert wire_of(parsed) == line  # relayed as these bytes, whatever their style
     expected = jsonrpc_message_adapter.validate_json(line, by_name=False)
     assert parsed.model_dump(by_alias=True) == expected.model_dump(by_alias=True)
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:  # NaN, Infinity, integers beyond 64 bits: serialised anew
+        assert wire_of(parsed) is None
+    else:
+        assert wire_of(parsed) == line  # relayed as these bytes, whatever their style
 
 
 def test_a_changed_message_has_no_line_and_a_bad_one_is_refused():

@@ -87,7 +87,12 @@ def parse_line(line: bytes) -> JSONRPCMessage:
     Raises ``ValueError`` (``orjson.JSONDecodeError`` or pydantic's
     ``ValidationError``) for a line that is not a JSON-RPC message.
     """
-    data = orjson.loads(line)
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # What orjson refuses and pydantic reads (NaN, integers beyond 64 bits) is read
+        # as the SDK reads it, without its line; what neither reads is refused.
+        return jsonrpc_message_adapter.validate_json(line, by_name=False)
     if not isinstance(data, dict):
         raise ValueError(f"not a JSON-RPC message: a JSON {type(data).__name__}")
     model: type[JSONRPCMessage]
