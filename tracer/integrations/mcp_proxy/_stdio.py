@@ -115,9 +115,10 @@ def wire_of(message: JSONRPCMessage) -> bytes | None:
     if type(message) not in _WIRED:
         return None
     try:
-        return message.wire  # type: ignore[union-attr]
+        line: bytes = message.wire  # type: ignore[union-attr]
     except AttributeError:  # a copy (``model_copy``): its slot is empty, it may have changed
         return None
+    return line
 
 
 class _Lines:
