@@ -11,7 +11,11 @@ measured call of the proxy process and of the direct server process (from
 /proc: load-robust where wall time on a shared machine is not; the proxy's
 figure is what it adds on top of one more stdio hop each way).
 
-    .venv/bin/python bench/mcp_proxy_bench.py [--calls 1000] [--warmup 100]
+``--runs N`` repeats the whole measurement N times (new processes each) and
+prints each run's line and then the medians over the runs: on a shared
+machine one run can land on a burst of load.
+
+    .venv/bin/python bench/mcp_proxy_bench.py [--calls 1000] [--warmup 100] [--runs 1]
 """
 
 from __future__ import annotations
@@ -109,36 +113,59 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve()
         return 0
-    before = os.getloadavg()
+    print(f"{args.calls} calls each over stdio ({args.warmup} warm-up), {os.cpu_count()} CPUs")
+    runs = [_run(args.calls, args.warmup, n + 1) for n in range(args.runs)]
+    if len(runs) > 1:
+        print(f"median of {len(runs)} runs:")
+        _print_figures({key: statistics.median(run[key] for run in runs) for key in runs[0]})
+    return 0
+
+
+def _run(calls: int, warmup: int, number: int) -> dict[str, float]:
+    """One measurement in new processes; its figures (ms, ratios, load) printed and returned."""
+    before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "proxy.toml"
         config.write_text(CONFIG)
-        direct, proxy, cpu_s = anyio.run(measure, args.calls, args.warmup, config)
-    after = os.getloadavg()
-    print(f"{args.calls} calls each over stdio ({args.warmup} warm-up), {os.cpu_count()} CPUs")
-    print(f"load average (1 min) before {before[0]:.2f}, after {after[0]:.2f}")
-    print(f"{'':8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
-    for name, values in (("direct", direct), ("proxy", proxy)):
+        direct, proxy, cpu_s = anyio.run(measure, calls, warmup, config)
+    figures = {"load_before": before, "load_after": os.getloadavg()[0]}
+    for label, q in (("p50", 0.5), ("p99", 0.99)):
+        figures[f"direct_{label}"] = _percentile(direct, q) * 1e3
+        figures[f"proxy_{label}"] = _percentile(proxy, q) * 1e3
+    figures["direct_mean"] = statistics.fmean(direct) * 1e3
+    figures["proxy_mean"] = statistics.fmean(proxy) * 1e3
+    figures["proxy_cpu"] = cpu_s["proxy"] / calls * 1e3
+    figures["direct_cpu"] = cpu_s["direct"] / calls * 1e3
+    for label in ("p50", "p99"):
+        base, through = figures[f"direct_{label}"], figures[f"proxy_{label}"]
+        figures[f"added_{label}"] = through - base
+        figures[f"ratio_{label}"] = through / base
+    print(f"run {number}:")
+    _print_figures(figures)
+    return figures
+
+
+def _print_figures(f: dict[str, float]) -> None:
+    print(f"  load average (1 min) before {f['load_before']:.2f}, after {f['load_after']:.2f}")
+    print(f"  {'':8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
+    for name in ("direct", "proxy"):
         print(
-            f"{name:8} {_percentile(values, 0.5) * 1e3:8.3f} {_percentile(values, 0.99) * 1e3:8.3f}"
-            f" {statistics.fmean(values) * 1e3:8.3f}"
+            f"  {name:8} {f[name + '_p50']:8.3f} {f[name + '_p99']:8.3f} {f[name + '_mean']:8.3f}"
         )
     print(
-        f"CPU per call: proxy process {cpu_s['proxy'] / args.calls * 1e3:.3f} ms,"
-        f" direct server process {cpu_s['direct'] / args.calls * 1e3:.3f} ms"
-        f" (proxy/direct {cpu_s['proxy'] / cpu_s['direct']:.2f}x)"
+        f"  CPU per call: proxy process {f['proxy_cpu']:.3f} ms,"
+        f" direct server process {f['direct_cpu']:.3f} ms"
+        f" (proxy/direct {f['proxy_cpu'] / f['direct_cpu']:.2f}x)"
     )
-    for label, q in (("p50", 0.5), ("p99", 0.99)):
-        base, through = _percentile(direct, q), _percentile(proxy, q)
-        print(
-            f"added {label}: {(through - base) * 1e3:.3f} ms (proxy/direct {through / base:.2f}x)"
-        )
-    return 0
+    for label in ("p50", "p99"):  # a run's own difference and ratio (medians: of the runs')
+        added, ratio = f[f"added_{label}"], f[f"ratio_{label}"]
+        print(f"  added {label}: {added:.3f} ms (proxy/direct {ratio:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -726,3 +726,132 @@ def test_the_cli_serves_streamable_http_in_front_of_a_stdio_upstream(tmp_path):
     assert not result.is_error
     assert result.structured_content == {"result": "not refunded"}
     assert payload(result)["status"] == "succeeded"
+
+
+# -- pass-through over stdio, byte for byte ---------------------------------------------------
+
+# A scripted upstream writing JSON the way no SDK would (spacing, key order, escapes,
+# fields the SDK's models drop); it keeps what it read and what it wrote, line by line.
+SCRIPTED_UPSTREAM = r"""
+import json, sys
+read_log, sent_log = open(sys.argv[1], "ab", 0), open(sys.argv[2], "ab", 0)
+for line in sys.stdin.buffer:
+    read_log.write(line)
+    message = json.loads(line)
+    if "id" not in message or "method" not in message:
+        continue
+    for out in (
+        '{ "params" : {"level":"info", "data": "caf\\u00e9"} ,"method":"notifications/message",'
+        '"jsonrpc":"2.0", "x-vendor": 1.50 }',
+        '{"result": {"zeta": 1.0, "tools": [], "alpha": "\\u00e9\\/"}, "id": %s,  "jsonrpc": "2.0",'
+        ' "x-vendor": [1, {"b": 2, "a": 1}]}' % json.dumps(message["id"]),
+    ):
+        sent_log.write(out.encode() + b"\n")
+        sys.stdout.buffer.write(out.encode() + b"\n")
+        sys.stdout.buffer.flush()
+"""
+
+
+def _read_lines(stream: Any, count: int, timeout_s: float) -> list[bytes]:
+    import select
+    import time
+
+    lines: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(lines) < count:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"only {len(lines)} of {count} lines within {timeout_s}s: {lines}"
+        lines.append(stream.readline())
+    return lines
+
+
+@pytest.mark.slow
+def test_over_stdio_what_is_relayed_arrives_byte_for_byte_both_ways(tmp_path):
+    import subprocess
+    import sys
+
+    upstream = tmp_path / "upstream.py"
+    upstream.write_text(SCRIPTED_UPSTREAM)
+    read_log, sent_log, traces = tmp_path / "read", tmp_path / "sent", tmp_path / "spans.jsonl"
+    config = tmp_path / "proxy.toml"
+    config.write_text("timeout_s = 10\n")
+    from_client = [
+        b'{ "id" : 1, "jsonrpc":"2.0", "method":"tools/list", "params":{ "_meta": {"traceparent":'
+        b' "' + TRACEPARENT.encode() + b'", "x-\\u00e9": 1.0}}, "x-vendor": null }\n',
+        b'{"method":"notifications/roots/list_changed","jsonrpc":"2.0"  , "params": {} }\n',
+        b'{"jsonrpc":"2.0","id":"r-2","method":"resources/read","params":{"uri":"shop://a b"}}\r\n',
+    ]
+    command = [sys.executable, "-m", "toolspan.cli", "mcp", "proxy", "--config", str(config)]
+    command += ["--trace-file", str(traces), "--", sys.executable, str(upstream)]
+    proxy = subprocess.Popen(
+        [*command, str(read_log), str(sent_log)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=str(REPO),
+        bufsize=0,  # select() sees what readline() has not read yet
+    )
+    try:
+        for line in from_client:
+            proxy.stdin.write(line)
+        received = _read_lines(proxy.stdout, 4, timeout_s=30)  # two requests: 2 lines each
+        proxy.stdin.close()
+        assert proxy.wait(timeout=30) == 0
+    finally:
+        proxy.kill()
+    assert read_log.read_bytes().splitlines(keepends=True) == from_client
+    assert sorted(received) == sorted(sent_log.read_bytes().splitlines(keepends=True))
+    # Relayed as bytes, the request still got its server span, in the client's trace.
+    spans = [
+        span
+        for line in traces.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    listed = [s for s in spans if s["name"] == "tools/list"]
+    assert [s["traceId"] for s in listed] == [TRACE_ID]
+
+
+def test_a_call_cancelled_before_its_task_started_never_reaches_the_upstream(shop, spans, clock):
+    proxy = make_proxy(shop, spans, clock)
+    answers: list[Any] = []
+
+    async def reply(message: Any) -> None:
+        answers.append(message)
+
+    def call(request_id: int) -> mcp_types.JSONRPCRequest:
+        envelope = {  # the stateless protocol's per-request envelope: no handshake needed
+            mcp_types.PROTOCOL_VERSION_META_KEY: MODES[1],
+            mcp_types.CLIENT_INFO_META_KEY: {"name": "scripted", "version": "1"},
+            mcp_types.CLIENT_CAPABILITIES_META_KEY: {},
+        }
+        params = {
+            "name": "get_refund_status",
+            "arguments": {"order_id": f"A-{request_id}"},
+            "_meta": envelope,
+        }
+        return mcp_types.JSONRPCRequest(
+            jsonrpc="2.0", id=request_id, method="tools/call", params=params
+        )
+
+    async def test():
+        with anyio.fail_after(10):
+            async with proxy.running():
+                # Read one after the other, as off a pipe: the cancellation comes first.
+                await proxy.handle(call(1), reply)
+                cancel = {"requestId": 1, "reason": "changed my mind"}
+                await proxy.handle(
+                    mcp_types.JSONRPCNotification(
+                        jsonrpc="2.0", method="notifications/cancelled", params=cancel
+                    ),
+                    reply,
+                )
+                await proxy.handle(call(2), reply)
+                while not answers:
+                    await anyio.sleep(0.01)
+                proxy._task_group.cancel_scope.cancel()
+
+    anyio.run(test)
+    assert [answer.id for answer in answers] == [2]  # none for the cancelled call
+    assert not answers[0].result["isError"]
+    assert shop.calls.get("get_refund_status") == 1  # only call 2 ran upstream

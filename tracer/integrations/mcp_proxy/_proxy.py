@@ -67,7 +67,7 @@ from ..mcp import _data as result_data
 from ..mcp import _text as result_text
 from ._config import ProxyConfig
 from ._tasks import TaskBook, await_task, task_id_of
-from ._upstream import CLOSED, Connect, Upstream
+from ._upstream import CLOSED, Connect, Pending, Upstream
 
 __all__ = ["CONVERSATION_META_KEY", "REQUEST_META_KEY", "RESULT_META_KEY", "McpProxy", "Reply"]
 
@@ -199,7 +199,16 @@ class McpProxy:
         """One message from a client; ``reply`` answers this client's requests."""
         assert self._task_group is not None, "use `async with proxy.running()`"
         if isinstance(message, JSONRPCRequest):
-            self._task_group.start_soon(self._serve_request, message, reply)
+            relayed = None
+            started = time.time_ns()
+            if message.method == "tools/call":
+                # Its cancellation may come before its task starts: the scope waits for it.
+                self._calls[message.id] = anyio.CancelScope()
+            else:
+                # Sent here, in the order the client sent it (a notification after it,
+                # such as its cancellation, must not overtake it); awaited in its task.
+                relayed = await self._upstream.start(message)
+            self._task_group.start_soon(self._serve_request, message, reply, relayed, started)
             return
         if isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
@@ -223,7 +232,9 @@ class McpProxy:
             error = ErrorData(code=mcp_types.METHOD_NOT_FOUND, message="no client can answer")
             await self._upstream.send(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
 
-    async def _serve_request(self, request: JSONRPCRequest, reply: Reply) -> None:
+    async def _serve_request(
+        self, request: JSONRPCRequest, reply: Reply, relayed: Pending | None, started: int
+    ) -> None:
         params = request.params or {}
         meta = params.get("_meta")
         meta = dict(meta) if isinstance(meta, Mapping) else {}
@@ -233,16 +244,19 @@ class McpProxy:
                 _span_name(request),
                 kind=SpanKind.SERVER,
                 attributes=self._attributes(request, meta),
+                start_time=started,
             ) as span:
-                if request.method == "tools/call":
+                if relayed is None:
                     answer = await self._tools_call(request, params, meta, span)
                 else:
-                    answer = await self._relay(request)
+                    answer = await self._relay(request, relayed)
                 if isinstance(answer, JSONRPCError):
                     span.set_attribute("error.type", str(answer.error.code))
                     span.set_status(Status(StatusCode.ERROR, answer.error.message))
-            if answer is not None:
-                await reply(answer)
+                # Answered before the span ends: the client does not wait for the span's
+                # processing, and the span covers the whole request, the answer sent.
+                if answer is not None:
+                    await reply(answer)
         finally:
             otel_context.detach(token)
 
@@ -260,10 +274,10 @@ class McpProxy:
             attributes["gen_ai.operation.name"] = "execute_tool"
         return attributes
 
-    async def _relay(self, request: JSONRPCRequest) -> JSONRPCMessage:
-        """A request the proxy does not handle: the upstream's answer, as it is."""
+    async def _relay(self, request: JSONRPCRequest, relayed: Pending) -> JSONRPCMessage:
+        """A request the proxy does not handle (sent): the upstream's answer, as it is."""
         try:
-            return await self._upstream.request(request, timeout_s=self.config.timeout_s)
+            return await self._upstream.answer(request, relayed, timeout_s=self.config.timeout_s)
         except ToolError as exc:
             code = INTERNAL_ERROR if exc.code == CLOSED else REQUEST_TIMEOUT
             error = ErrorData(code=code, message=exc.message)
@@ -276,10 +290,10 @@ class McpProxy:
     ) -> JSONRPCMessage | None:
         name = params.get("name")
         if not isinstance(name, str):
+            self._calls.pop(request.id, None)
             error = ErrorData(code=mcp_types.INVALID_PARAMS, message="tools/call needs a tool name")
             return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
-        with anyio.CancelScope() as scope:
-            self._calls[request.id] = scope
+        with self._calls.get(request.id) or anyio.CancelScope() as scope:
             try:
                 result = await self._execute(request, name, params.get("arguments"), meta)
             finally:

@@ -6,7 +6,13 @@ memory stream. A proxy handles four lines per call (two on each side), so
 it reads and writes the pipes with asyncio's own transports instead, in the
 task that needs the line (no thread or task hand-off per line). Where the
 proxy's stdin or stdout is not a pipe (a file, a terminal), the SDK's
-``stdio_server`` serves as before."""
+``stdio_server`` serves as before.
+
+A message read off a pipe keeps its line (:func:`wire_of`): relayed to the
+other side unchanged, it is written as those bytes, not serialised again, so
+what the proxy passes through arrives byte for byte (key order, spacing,
+escapes, fields the SDK's models do not know). A message the proxy makes or
+changes is a new model, serialised as usual."""
 
 from __future__ import annotations
 
@@ -17,12 +23,21 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any, cast
 
 import anyio
+import orjson
 from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT, get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
-from mcp_types import jsonrpc_message_adapter
+from mcp_types import (
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
 
-__all__ = ["server_process", "stdio_streams"]
+__all__ = ["parse_line", "server_process", "stdio_streams", "wire_of"]
 
 _LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; large results happen
 
@@ -44,6 +59,68 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
         writer.close()
 
 
+# The SDK's message models, each with a slot for the line it was read from. A
+# slot, not a field: pydantic neither validates, serialises nor copies it, so a
+# ``model_copy(update=...)`` (a changed message) has no line and is serialised.
+class _WireRequest(JSONRPCRequest):
+    __slots__ = ("wire",)
+
+
+class _WireNotification(JSONRPCNotification):
+    __slots__ = ("wire",)
+
+
+class _WireResponse(JSONRPCResponse):
+    __slots__ = ("wire",)
+
+
+class _WireError(JSONRPCError):
+    __slots__ = ("wire",)
+
+
+_WIRED = (_WireRequest, _WireNotification, _WireResponse, _WireError)
+
+
+def parse_line(line: bytes) -> JSONRPCMessage:
+    """One JSON-RPC message from its line, validated; it keeps the line for :func:`wire_of`.
+
+    Raises ``ValueError`` (``orjson.JSONDecodeError`` or pydantic's
+    ``ValidationError``) for a line that is not a JSON-RPC message.
+    """
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # What orjson refuses and pydantic reads (NaN, integers beyond 64 bits) is read
+        # as the SDK reads it, without its line; what neither reads is refused.
+        return jsonrpc_message_adapter.validate_json(line, by_name=False)
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON-RPC message: a JSON {type(data).__name__}")
+    model: type[JSONRPCMessage]
+    if "method" in data:
+        model = _WireRequest if "id" in data else _WireNotification
+    else:
+        model = _WireError if "error" in data else _WireResponse
+    try:
+        message = model.model_validate(data)
+    except ValidationError:
+        # Not the shape its keys suggest: read as the SDK reads any line (or refused as it
+        # refuses it), without its line, so it is serialised when relayed.
+        return jsonrpc_message_adapter.validate_python(data, by_name=False)
+    object.__setattr__(message, "wire", line.rstrip(b"\n"))  # pydantic's setattr refuses slots
+    return message
+
+
+def wire_of(message: JSONRPCMessage) -> bytes | None:
+    """The line ``message`` was read from, when it is unchanged since (else ``None``)."""
+    if type(message) not in _WIRED:
+        return None
+    try:
+        line: bytes = message.wire  # type: ignore[union-attr]
+    except AttributeError:  # a copy (``model_copy``): its slot is empty, it may have changed
+        return None
+    return line
+
+
 class _Lines:
     """Messages from a pipe, parsed in the task that reads them (no hand-off)."""
 
@@ -58,7 +135,7 @@ class _Lines:
         if not line:
             raise StopAsyncIteration
         try:
-            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+            return SessionMessage(parse_line(line))
         except Exception as exc:  # a line that is not JSON-RPC: reported, not fatal
             return exc
 
@@ -70,11 +147,13 @@ class _Writer:
         self._writer = writer
 
     async def send(self, item: SessionMessage) -> None:
-        text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        line = wire_of(item.message)
+        if line is None:
+            line = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
         if self._writer.is_closing():
             raise anyio.BrokenResourceError("the other side closed the pipe")
         try:
-            self._writer.write(text.encode() + b"\n")
+            self._writer.write(line + b"\n")  # one write: the line and its end together
             await self._writer.drain()  # returns at once unless the reader is slow
         except (ConnectionError, RuntimeError) as exc:
             raise anyio.BrokenResourceError("the other side closed the pipe") from exc

@@ -35,7 +35,7 @@ from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPC
 from ..._errors import ToolError
 from ._stdio import server_process
 
-__all__ = ["CLOSED", "Connect", "Upstream", "http_upstream", "stdio_upstream"]
+__all__ = ["CLOSED", "Connect", "Pending", "Upstream", "http_upstream", "stdio_upstream"]
 
 _log = logging.getLogger("toolspan.mcp_proxy")
 
@@ -76,10 +76,13 @@ def http_upstream(url: str) -> Connect:
 
 
 @dataclass
-class _Waiter:
+class Pending:
+    """A request sent upstream, waiting for its answer."""
+
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: Answer | None = None
     closed: bool = False
+    failure: ToolError | None = None  # the send failed: no answer will come
 
 
 class Upstream:
@@ -106,7 +109,7 @@ class Upstream:
         self._deliver = deliver
         self._http = http
         self._ids = itertools.count(1)
-        self._waiters: dict[RequestId, _Waiter] = {}
+        self._waiters: dict[RequestId, Pending] = {}
         self._write: Any = None
         self._ready: anyio.Event | None = None
         self._lock = anyio.Lock()
@@ -137,23 +140,45 @@ class Upstream:
         Raises ``ToolError("timeout")`` after ``timeout_s`` and
         ``ToolError("connection_error")`` when the connection ends first.
         """
-        waiter = _Waiter()
-        self._waiters[message.id] = waiter
+        return await self.answer(message, await self.start(message), timeout_s=timeout_s)
+
+    async def start(self, message: JSONRPCRequest) -> Pending:
+        """Send ``message``; :meth:`answer` waits for its answer. A failed send is
+        kept for :meth:`answer` to raise, so the caller answers it as any failure."""
+        pending = Pending()
+        self._waiters[message.id] = pending
         try:
             await self.send(message)
+        except ToolError as exc:
+            self._waiters.pop(message.id, None)
+            pending.failure = exc
+        except BaseException:  # cancelled while sending: it may have gone out
+            self._waiters.pop(message.id, None)
+            with anyio.CancelScope(shield=True):
+                await self._cancel(message.id, "the proxy stopped waiting")
+            raise
+        return pending
+
+    async def answer(
+        self, message: JSONRPCRequest, pending: Pending, *, timeout_s: float | None
+    ) -> Answer:
+        """The answer to ``message`` sent by :meth:`start` (its errors as :meth:`request`'s)."""
+        if pending.failure is not None:
+            raise pending.failure
+        try:
             if not self._up.is_set():
                 with anyio.move_on_after(self.startup_timeout_s):
                     await self._up.wait()
             with anyio.move_on_after(timeout_s):
-                await waiter.done.wait()
+                await pending.done.wait()
         finally:
             self._waiters.pop(message.id, None)
-            if not waiter.done.is_set():
+            if not pending.done.is_set():
                 with anyio.CancelScope(shield=True):
                     await self._cancel(message.id, "the proxy stopped waiting")
-        if waiter.answer is not None:
-            return waiter.answer
-        if waiter.closed:
+        if pending.answer is not None:
+            return pending.answer
+        if pending.closed:
             raise _closed()
         raise ToolError("timeout", f"the upstream MCP server did not answer within {timeout_s:g}s")
 
@@ -239,7 +264,7 @@ class Upstream:
         again = JSONRPCRequest(
             jsonrpc="2.0", id=self.next_id(), method="initialize", params=handshake.params
         )
-        waiter = _Waiter()
+        waiter = Pending()
         self._waiters[again.id] = waiter
         try:
             await self._write.send(SessionMessage(again, self._metadata(again)))
