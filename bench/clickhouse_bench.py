@@ -42,15 +42,18 @@ import clickhouse_connect  # noqa: E402
 
 from tests import clickhouse_otel  # noqa: E402
 from toolspan.analyzer import ClickHouseAnalyzer  # noqa: E402
+from toolspan.analyzer._clickhouse import expand_attributes  # noqa: E402
 
 INSERT_ROWS = 100_000
 SINCE = datetime.fromtimestamp(analyzer_bench.T0_NS / 1e9, tz=UTC)
 UNTIL = datetime(2100, 1, 1, tzinfo=UTC)
-TOOL_FILTER = (
-    "mapContains(SpanAttributes, 'toolspan.attempt')"
-    " OR SpanAttributes['gen_ai.operation.name'] = 'execute_tool'"
+# The analysis' own tool-span filter (clickhouse_derive.sql), as it expands it.
+TOOL_FILTER = expand_attributes(
+    "toolspan_has(SpanAttributes, 'toolspan.attempt')"
+    " OR toolspan_attr(SpanAttributes, 'gen_ai.operation.name') = 'execute_tool'"
     " OR startsWith(SpanName, 'execute_tool')"
-    " OR SpanAttributes['openinference.span.kind'] = 'TOOL'"
+    " OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'",
+    "map",
 )
 
 

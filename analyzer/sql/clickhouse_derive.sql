@@ -138,20 +138,25 @@ WITH call_key AS (
     FROM _toolspan_tool_spans
     WHERE source <> 'attempt'
 ),
+-- Only a span below the richest kind can be dominated: those few (none where
+-- every call is toolspan's) are the join's right side, which it holds in memory.
+weak_key AS (
+    SELECT * FROM call_key WHERE richness < 3
+),
 dominated AS (
     SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
+    FROM call_key AS strong
+    JOIN weak_key AS weak ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
     WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
     UNION DISTINCT
     SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
+    FROM call_key AS strong
+    JOIN weak_key AS weak ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
     WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
     UNION DISTINCT
     SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
+    FROM call_key AS strong
+    JOIN weak_key AS weak ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
     WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
 ),
 attempt_count AS (
