@@ -43,15 +43,28 @@ DEFAULT_IN_MEMORY_LIMIT = "2GB"
 # Recomputes the tool calls and attempts of the traces ingested since the last
 # refresh (derive.sql): their tool spans, the fingerprints they lack, the calls
 # and attempts; then the findings.
-_EXTRACT_TOOL_SPANS = ("touched_traces", "attribute_positions", "extract_tool_spans")
-_DERIVE_CALLS = (
-    "trace_conversations",
-    "forget_touched_calls",
-    "forget_touched_attempts",
-    "insert_tool_calls",
-)
-_DERIVE_ATTEMPTS = ("insert_attempts", "forget_pending")
+_FORGET_TOUCHED = ("forget_touched_calls", "forget_touched_attempts")
+_FORGET_PENDING = ("forget_pending", "forget_pending_batches")
 _DERIVE_FINDINGS = ("forget_findings", "insert_findings")
+# Only the findings of the conversations (and idempotency keys) the refresh
+# touched (findings.sql, toolspan_finding_calls), when they are few.
+_SCOPE_OLD = ("scope_old_conversations", "scope_old_keys")
+_SCOPE_NEW = ("scope_new_conversations", "scope_new_keys")
+_DERIVE_SCOPED_FINDINGS = (
+    "forget_scoped_findings",
+    "scope_calls",
+    "scope_key_calls",
+    "insert_scoped_findings",
+)
+_FORGET_SCOPE = (
+    "forget_finding_scope_conversations",
+    "forget_finding_scope_keys",
+    "forget_scope_calls",
+    "forget_scope_key_calls",
+)
+# Scoped findings pay while the touched calls are under this share of all
+# calls: past it, recomputing every finding costs less than the scoping joins.
+_SCOPED_SHARE = 4
 _FINDINGS_PER_FETCH = 10_000
 # The typed read's default buffer (maximum_object_size in read_batch.sql).
 _DEFAULT_OBJECT_SIZE = 16 * 1024 * 1024
@@ -206,6 +219,7 @@ class Analyzer:
         self._run_script("views")
         self._run_script("findings")
         self._execute(_statement("derive", "side_effect_macro"))
+        self._execute(_statement("derive", "remember_old_pending"))
         self._execute(_statement("schema_check", "write_schema_version"), [SCHEMA_VERSION])
 
     def _check_schema_version(self) -> None:
@@ -324,18 +338,36 @@ class Analyzer:
         if not (pending or findings):
             return
         with self._transaction():
-            if pending:
-                self._derive(_EXTRACT_TOOL_SPANS)
-                [(unfingerprinted, weak)] = self._execute(
-                    _statement("derive", "count_touched_tool_spans")
-                ).fetchall()
-                if unfingerprinted:
-                    self._fingerprint_tool_spans()
-                self._derive(_DERIVE_CALLS)
-                if weak:
-                    self._derive(["forget_dominated_calls"])
-                self._derive(_DERIVE_ATTEMPTS)
-            self._derive(_DERIVE_FINDINGS)
+            scoped = self._derive_touched(scope=not findings) if pending else False
+            self._derive(_DERIVE_SCOPED_FINDINGS if scoped else _DERIVE_FINDINGS)
+            self._derive(_FORGET_SCOPE)
+
+    def _derive_touched(self, *, scope: bool) -> bool:
+        """Recompute the calls and attempts of the pending traces; whether the
+        findings in scope (their conversations and keys) are all that changed
+        and few enough to recompute alone (``scope`` allows it)."""
+        [(first_rowid, known)] = self._execute(_statement("derive", "refresh_scope")).fetchall()
+        self._derive(("touched_traces", "attribute_positions"))
+        self._execute(_statement("derive", "extract_tool_spans"), [first_rowid])
+        [(unfingerprinted, weak, touched)] = self._execute(
+            _statement("derive", "count_touched_tool_spans")
+        ).fetchall()
+        scoped = scope and self._count("count_calls", "derive") > _SCOPED_SHARE * touched
+        if scoped and known:
+            self._derive(_SCOPE_OLD)
+        if unfingerprinted:
+            self._fingerprint_tool_spans()
+        self._execute(_statement("derive", "trace_conversations"), [first_rowid])
+        if known:
+            # Traces new to the database have no calls or attempts to forget.
+            self._derive(_FORGET_TOUCHED)
+        self._derive(["insert_tool_calls"])
+        if weak:
+            self._derive(["forget_dominated_calls"])
+        if scoped:
+            self._derive(_SCOPE_NEW)
+        self._derive(["insert_attempts", *_FORGET_PENDING])
+        return scoped
 
     def _derive(self, names: Sequence[str]) -> None:
         for name in names:
@@ -435,10 +467,10 @@ class Analyzer:
         done = {row[0] for row in rows}
         return [path for path in files if str(path) not in done]
 
-    def _count(self, name: str) -> int:
-        """The count the ``count_*`` statement ``name`` of ingest.sql returns."""
-        row = self._execute(_statement("ingest", name)).fetchone()
-        return int(row[0]) if row else 0
+    def _count(self, name: str, file_stem: str = "ingest") -> int:
+        """The count the ``count_*`` statement ``name`` of ``file_stem``.sql returns."""
+        rows = self._execute(_statement(file_stem, name)).fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def _ingest_batch(self, batch: list[Path], *, strict: bool) -> tuple[int, list[BadLine]]:
         with tempfile.TemporaryDirectory(prefix="toolspan-") as scratch:
@@ -693,12 +725,17 @@ class Analyzer:
                     self._execute(_statement("ingest", "deduplicate_stage"))
                 self._execute(_statement("ingest", "batch_traces"))
                 known = self._count("count_known_traces")
+                # span_rows is only appended to: its next rowid is its count.
+                first_rowid = self._count("count_spans")
                 if known:
                     stored = ("insert_spans", "remember_stored_traces")
                 else:
                     stored = ("insert_new_spans", "remember_new_stored_traces")
                 for name in (*stored, "remember_pending_traces"):
                     self._execute(_statement("ingest", name))
+                self._execute(
+                    _statement("ingest", "remember_pending_batch"), [first_rowid, known > 0]
+                )
                 self._remember_files(read)
         finally:
             self._con.execute(_statement("ingest", "drop_stage"))
