@@ -68,8 +68,6 @@ _SCOPED_SHARE = 4
 _FINDINGS_PER_FETCH = 10_000
 # The typed read's default buffer (maximum_object_size in read_batch.sql).
 _DEFAULT_OBJECT_SIZE = 16 * 1024 * 1024
-# Bundling small files pays from about this many on.
-_MIN_BUNDLE_FILES = 16
 _SCRATCH_FILE = re.compile(r' in file "[^"]*",?')
 # What DuckDB raises for malformed JSON, wrong shapes and truncated compressed
 # data: such a file is read again line by line to name its corrupt lines.
@@ -433,9 +431,9 @@ class Analyzer:
         lines = 0
         bad: list[BadLine] = []
         try:
-            for batch in _batches(new_files):
+            for batch in _inputs.batches(new_files, batch_bytes=BATCH_BYTES):
                 if progress:
-                    progress(f"reading {len(batch)} file(s), {_megabytes(batch)} MB")
+                    progress(f"reading {len(batch.files)} file(s), {_megabytes(batch.files)} MB")
                 batch_lines, batch_bad = self._ingest_batch(batch, strict=strict)
                 lines += batch_lines
                 bad.extend(batch_bad)
@@ -472,19 +470,18 @@ class Analyzer:
         rows = self._execute(_statement(file_stem, name)).fetchall()
         return int(rows[0][0]) if rows else 0
 
-    def _ingest_batch(self, batch: list[Path], *, strict: bool) -> tuple[int, list[BadLine]]:
-        with tempfile.TemporaryDirectory(prefix="toolspan-") as scratch:
-            slow_files, bad = self._stage(batch, Path(scratch))
-            if bad and strict:
-                self._execute(_statement("ingest", "drop_stage"))
-                raise CorruptInputError(_corrupt_message(bad))
-            counts = self._file_counts()
-            lines = {path: counts.get(str(path), (0, 0))[0] for path in batch}
-            lines.update(slow_files)
-            self._commit_batch(_BatchRead(batch, counts, lines, bad))
+    def _ingest_batch(self, batch: _inputs.Batch, *, strict: bool) -> tuple[int, list[BadLine]]:
+        slow_files, bad = self._stage(batch)
+        if bad and strict:
+            self._execute(_statement("ingest", "drop_stage"))
+            raise CorruptInputError(_corrupt_message(bad))
+        counts = self._file_counts()
+        lines = {path: counts.get(str(path), (0, 0))[0] for path in batch.files}
+        lines.update(slow_files)
+        self._commit_batch(_BatchRead(batch.files, counts, lines, bad))
         return sum(lines.values()), bad
 
-    def _stage(self, batch: list[Path], scratch: Path) -> tuple[dict[Path, int], list[BadLine]]:
+    def _stage(self, batch: _inputs.Batch) -> tuple[dict[Path, int], list[BadLine]]:
         """Fill the ``stage`` table from the batch; corrupt files go the slow way.
 
         Returns the line counts of the files read line by line and their bad lines.
@@ -492,11 +489,10 @@ class Analyzer:
         if not self._stage_macros_made:
             self._execute(_statement("read_batch", "or_null_macro"))
             self._execute(_statement("read_batch", "read_batch_macro"))
-        # Cut-off .zst files read "fine" up to the cut: send them the slow way,
-        # which keeps the lines before the cut and reports the damage.
-        cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
-        failed = self._read_into_stage([p for p in batch if p not in cut_off], scratch)
-        failed += cut_off
+        # Cut-off .zst files go the slow way, which keeps the lines before the
+        # cut and reports the damage.
+        failed = self._read_into_stage(batch) + batch.cut_off
+        scratch = batch.scratch
         if not self._stage_macros_made:
             # Once per connection (they are temporary): a macro binds its
             # tables when it is created, the stage's among them, and again on
@@ -632,45 +628,38 @@ class Analyzer:
             )
         self._execute(_statement("ingest", "rename_staged_file"), [str(path), str(alone)])
 
-    def _read_into_stage(self, batch: list[Path], scratch: Path) -> list[Path]:
+    def _read_into_stage(self, batch: _inputs.Batch) -> list[Path]:
         """Make the stage and read the batch into it (the typed read). Returns
         the files to read line by line: those DuckDB could not parse or decompress.
 
         The typed read of the whole batch makes the stage itself: making it
         empty first (from an empty file) cost ~8 ms of one core per batch. When
         that read fails, the stage is made empty and the files are read one by
-        one. Many small files are first copied into bundles read as one file
-        each: the typed read costs about a millisecond per file it opens."""
-        small = [path for path in batch if _inputs.is_bundleable(path)]
-        bundles = len(small) >= _MIN_BUNDLE_FILES
-        if batch and not bundles:
+        one; a bundle that fails is read file by file."""
+        if batch.whole and not batch.bundles:
             try:
-                self._con.execute(_statement("ingest", "create_stage"), [[str(p) for p in batch]])
+                self._con.execute(
+                    _statement("ingest", "create_stage"), [[str(p) for p in batch.whole]]
+                )
                 return []
             except duckdb.Error:
                 pass  # find the file(s) at fault, in a stage made empty
-        empty = scratch / "empty.jsonl"
+        empty = batch.scratch / "empty.jsonl"
         empty.touch()
         self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
-        if not bundles:
-            return self._read_each(batch)
-        bundled = set(small)
-        failed = self._read_files([path for path in batch if path not in bundled])
-        for number, group in enumerate(_inputs.bundle_groups(small)):
-            bundle = scratch / f"bundle-{number}.jsonl"
-            skipped = _inputs.write_bundle(group, bundle)
-            inside = [path for path in group if path not in skipped]
-            left_out = [path for path in group if path in skipped]
+        if not batch.bundles:
+            return self._read_each(batch.whole)
+        failed = self._read_files(batch.whole)
+        for bundle, inside in batch.bundles:
             try:
                 self._con.execute(
                     _statement("ingest", "insert_bundle_stage"),
                     [[str(bundle)], [str(path) for path in inside]],
                 )
             except _UNREADABLE_FILE_ERRORS:
-                left_out = group  # a bad file in the bundle: the group file by file
+                failed += self._read_files(inside)  # a bad file in the bundle
             except duckdb.Error as exc:
                 raise DatabaseError(f"reading {len(inside)} small files: {exc}") from exc
-            failed += self._read_files(left_out)
         return failed
 
     def _read_files(self, batch: list[Path], *, slow: bool = False) -> list[Path]:
@@ -812,22 +801,6 @@ def _finding(row: tuple[Any, ...]) -> Finding:
         last,
         orjson.loads(detail) if detail else {},
     )
-
-
-def _batches(files: list[Path]) -> list[list[Path]]:
-    batches: list[list[Path]] = []
-    current: list[Path] = []
-    size = 0
-    for path in files:
-        file_size = path.stat().st_size
-        if current and size + file_size > BATCH_BYTES:
-            batches.append(current)
-            current, size = [], 0
-        current.append(path)
-        size += file_size
-    if current:
-        batches.append(current)
-    return batches
 
 
 def _megabytes(files: list[Path]) -> int:

@@ -186,7 +186,8 @@ def test_a_small_batch_recomputes_only_the_findings_of_its_conversations(
         # A finding of a conversation no later batch touches: a scoped refresh
         # leaves it; recomputing every finding would drop it (no call makes it).
         analyzer.connection.execute(
-            "INSERT INTO finding_rows (kind, conversation_id, count) VALUES ('loop', 'elsewhere', 3)"
+            "INSERT INTO finding_rows (kind, conversation_id, count) "
+            "VALUES ('loop', 'elsewhere', 3)"
         )
         call = {**_BASE[1], "trace": 7}
         spans = [_span(7, n, {**call, "start_ms": 10 * n}) for n in (1, 2)]
