@@ -43,20 +43,31 @@ DEFAULT_IN_MEMORY_LIMIT = "2GB"
 # Recomputes the tool calls and attempts of the traces ingested since the last
 # refresh (derive.sql): their tool spans, the fingerprints they lack, the calls
 # and attempts; then the findings.
-_EXTRACT_TOOL_SPANS = ("touched_traces", "attribute_positions", "extract_tool_spans")
-_DERIVE_CALLS = (
-    "trace_conversations",
-    "forget_touched_calls",
-    "forget_touched_attempts",
-    "insert_tool_calls",
-)
-_DERIVE_ATTEMPTS = ("insert_attempts", "forget_pending")
+_FORGET_TOUCHED = ("forget_touched_calls", "forget_touched_attempts")
+_FORGET_PENDING = ("forget_pending", "forget_pending_batches")
 _DERIVE_FINDINGS = ("forget_findings", "insert_findings")
+# Only the findings of the conversations (and idempotency keys) the refresh
+# touched (findings.sql, toolspan_finding_calls), when they are few.
+_SCOPE_OLD = ("scope_old_conversations", "scope_old_keys")
+_SCOPE_NEW = ("scope_new_conversations", "scope_new_keys")
+_DERIVE_SCOPED_FINDINGS = (
+    "forget_scoped_findings",
+    "scope_calls",
+    "scope_key_calls",
+    "insert_scoped_findings",
+)
+_FORGET_SCOPE = (
+    "forget_finding_scope_conversations",
+    "forget_finding_scope_keys",
+    "forget_scope_calls",
+    "forget_scope_key_calls",
+)
+# Scoped findings pay while the touched calls are under this share of all
+# calls: past it, recomputing every finding costs less than the scoping joins.
+_SCOPED_SHARE = 4
 _FINDINGS_PER_FETCH = 10_000
 # The typed read's default buffer (maximum_object_size in read_batch.sql).
 _DEFAULT_OBJECT_SIZE = 16 * 1024 * 1024
-# Bundling small files pays from about this many on.
-_MIN_BUNDLE_FILES = 16
 _SCRATCH_FILE = re.compile(r' in file "[^"]*",?')
 # What DuckDB raises for malformed JSON, wrong shapes and truncated compressed
 # data: such a file is read again line by line to name its corrupt lines.
@@ -206,6 +217,7 @@ class Analyzer:
         self._run_script("views")
         self._run_script("findings")
         self._execute(_statement("derive", "side_effect_macro"))
+        self._execute(_statement("derive", "remember_old_pending"))
         self._execute(_statement("schema_check", "write_schema_version"), [SCHEMA_VERSION])
 
     def _check_schema_version(self) -> None:
@@ -324,18 +336,36 @@ class Analyzer:
         if not (pending or findings):
             return
         with self._transaction():
-            if pending:
-                self._derive(_EXTRACT_TOOL_SPANS)
-                [(unfingerprinted, weak)] = self._execute(
-                    _statement("derive", "count_touched_tool_spans")
-                ).fetchall()
-                if unfingerprinted:
-                    self._fingerprint_tool_spans()
-                self._derive(_DERIVE_CALLS)
-                if weak:
-                    self._derive(["forget_dominated_calls"])
-                self._derive(_DERIVE_ATTEMPTS)
-            self._derive(_DERIVE_FINDINGS)
+            scoped = self._derive_touched(scope=not findings) if pending else False
+            self._derive(_DERIVE_SCOPED_FINDINGS if scoped else _DERIVE_FINDINGS)
+            self._derive(_FORGET_SCOPE)
+
+    def _derive_touched(self, *, scope: bool) -> bool:
+        """Recompute the calls and attempts of the pending traces; whether the
+        findings in scope (their conversations and keys) are all that changed
+        and few enough to recompute alone (``scope`` allows it)."""
+        [(first_rowid, known)] = self._execute(_statement("derive", "refresh_scope")).fetchall()
+        self._derive(("touched_traces", "attribute_positions"))
+        self._execute(_statement("derive", "extract_tool_spans"), [first_rowid])
+        [(unfingerprinted, weak, touched)] = self._execute(
+            _statement("derive", "count_touched_tool_spans")
+        ).fetchall()
+        scoped = scope and self._count("count_calls", "derive") > _SCOPED_SHARE * touched
+        if scoped and known:
+            self._derive(_SCOPE_OLD)
+        if unfingerprinted:
+            self._fingerprint_tool_spans()
+        self._execute(_statement("derive", "trace_conversations"), [first_rowid])
+        if known:
+            # Traces new to the database have no calls or attempts to forget.
+            self._derive(_FORGET_TOUCHED)
+        self._derive(["insert_tool_calls"])
+        if weak:
+            self._derive(["forget_dominated_calls"])
+        if scoped:
+            self._derive(_SCOPE_NEW)
+        self._derive(["insert_attempts", *_FORGET_PENDING])
+        return scoped
 
     def _derive(self, names: Sequence[str]) -> None:
         for name in names:
@@ -401,9 +431,9 @@ class Analyzer:
         lines = 0
         bad: list[BadLine] = []
         try:
-            for batch in _batches(new_files):
+            for batch in _inputs.batches(new_files, batch_bytes=BATCH_BYTES):
                 if progress:
-                    progress(f"reading {len(batch)} file(s), {_megabytes(batch)} MB")
+                    progress(f"reading {len(batch.files)} file(s), {_megabytes(batch.files)} MB")
                 batch_lines, batch_bad = self._ingest_batch(batch, strict=strict)
                 lines += batch_lines
                 bad.extend(batch_bad)
@@ -435,24 +465,23 @@ class Analyzer:
         done = {row[0] for row in rows}
         return [path for path in files if str(path) not in done]
 
-    def _count(self, name: str) -> int:
-        """The count the ``count_*`` statement ``name`` of ingest.sql returns."""
-        row = self._execute(_statement("ingest", name)).fetchone()
-        return int(row[0]) if row else 0
+    def _count(self, name: str, file_stem: str = "ingest") -> int:
+        """The count the ``count_*`` statement ``name`` of ``file_stem``.sql returns."""
+        rows = self._execute(_statement(file_stem, name)).fetchall()
+        return int(rows[0][0]) if rows else 0
 
-    def _ingest_batch(self, batch: list[Path], *, strict: bool) -> tuple[int, list[BadLine]]:
-        with tempfile.TemporaryDirectory(prefix="toolspan-") as scratch:
-            slow_files, bad = self._stage(batch, Path(scratch))
-            if bad and strict:
-                self._execute(_statement("ingest", "drop_stage"))
-                raise CorruptInputError(_corrupt_message(bad))
-            counts = self._file_counts()
-            lines = {path: counts.get(str(path), (0, 0))[0] for path in batch}
-            lines.update(slow_files)
-            self._commit_batch(_BatchRead(batch, counts, lines, bad))
+    def _ingest_batch(self, batch: _inputs.Batch, *, strict: bool) -> tuple[int, list[BadLine]]:
+        slow_files, bad = self._stage(batch)
+        if bad and strict:
+            self._execute(_statement("ingest", "drop_stage"))
+            raise CorruptInputError(_corrupt_message(bad))
+        counts = self._file_counts()
+        lines = {path: counts.get(str(path), (0, 0))[0] for path in batch.files}
+        lines.update(slow_files)
+        self._commit_batch(_BatchRead(batch.files, counts, lines, bad))
         return sum(lines.values()), bad
 
-    def _stage(self, batch: list[Path], scratch: Path) -> tuple[dict[Path, int], list[BadLine]]:
+    def _stage(self, batch: _inputs.Batch) -> tuple[dict[Path, int], list[BadLine]]:
         """Fill the ``stage`` table from the batch; corrupt files go the slow way.
 
         Returns the line counts of the files read line by line and their bad lines.
@@ -460,11 +489,10 @@ class Analyzer:
         if not self._stage_macros_made:
             self._execute(_statement("read_batch", "or_null_macro"))
             self._execute(_statement("read_batch", "read_batch_macro"))
-        # Cut-off .zst files read "fine" up to the cut: send them the slow way,
-        # which keeps the lines before the cut and reports the damage.
-        cut_off = [path for path in batch if _inputs.is_truncated_zstd(path)]
-        failed = self._read_into_stage([p for p in batch if p not in cut_off], scratch)
-        failed += cut_off
+        # Cut-off .zst files go the slow way, which keeps the lines before the
+        # cut and reports the damage.
+        failed = self._read_into_stage(batch) + batch.cut_off
+        scratch = batch.scratch
         if not self._stage_macros_made:
             # Once per connection (they are temporary): a macro binds its
             # tables when it is created, the stage's among them, and again on
@@ -600,45 +628,38 @@ class Analyzer:
             )
         self._execute(_statement("ingest", "rename_staged_file"), [str(path), str(alone)])
 
-    def _read_into_stage(self, batch: list[Path], scratch: Path) -> list[Path]:
+    def _read_into_stage(self, batch: _inputs.Batch) -> list[Path]:
         """Make the stage and read the batch into it (the typed read). Returns
         the files to read line by line: those DuckDB could not parse or decompress.
 
         The typed read of the whole batch makes the stage itself: making it
         empty first (from an empty file) cost ~8 ms of one core per batch. When
         that read fails, the stage is made empty and the files are read one by
-        one. Many small files are first copied into bundles read as one file
-        each: the typed read costs about a millisecond per file it opens."""
-        small = [path for path in batch if _inputs.is_bundleable(path)]
-        bundles = len(small) >= _MIN_BUNDLE_FILES
-        if batch and not bundles:
+        one; a bundle that fails is read file by file."""
+        if batch.whole and not batch.bundles:
             try:
-                self._con.execute(_statement("ingest", "create_stage"), [[str(p) for p in batch]])
+                self._con.execute(
+                    _statement("ingest", "create_stage"), [[str(p) for p in batch.whole]]
+                )
                 return []
             except duckdb.Error:
                 pass  # find the file(s) at fault, in a stage made empty
-        empty = scratch / "empty.jsonl"
+        empty = batch.scratch / "empty.jsonl"
         empty.touch()
         self._execute(_statement("ingest", "create_stage"), [[str(empty)]])
-        if not bundles:
-            return self._read_each(batch)
-        bundled = set(small)
-        failed = self._read_files([path for path in batch if path not in bundled])
-        for number, group in enumerate(_inputs.bundle_groups(small)):
-            bundle = scratch / f"bundle-{number}.jsonl"
-            skipped = _inputs.write_bundle(group, bundle)
-            inside = [path for path in group if path not in skipped]
-            left_out = [path for path in group if path in skipped]
+        if not batch.bundles:
+            return self._read_each(batch.whole)
+        failed = self._read_files(batch.whole)
+        for bundle, inside in batch.bundles:
             try:
                 self._con.execute(
                     _statement("ingest", "insert_bundle_stage"),
                     [[str(bundle)], [str(path) for path in inside]],
                 )
             except _UNREADABLE_FILE_ERRORS:
-                left_out = group  # a bad file in the bundle: the group file by file
+                failed += self._read_files(inside)  # a bad file in the bundle
             except duckdb.Error as exc:
                 raise DatabaseError(f"reading {len(inside)} small files: {exc}") from exc
-            failed += self._read_files(left_out)
         return failed
 
     def _read_files(self, batch: list[Path], *, slow: bool = False) -> list[Path]:
@@ -693,12 +714,17 @@ class Analyzer:
                     self._execute(_statement("ingest", "deduplicate_stage"))
                 self._execute(_statement("ingest", "batch_traces"))
                 known = self._count("count_known_traces")
+                # span_rows is only appended to: its next rowid is its count.
+                first_rowid = self._count("count_spans")
                 if known:
                     stored = ("insert_spans", "remember_stored_traces")
                 else:
                     stored = ("insert_new_spans", "remember_new_stored_traces")
                 for name in (*stored, "remember_pending_traces"):
                     self._execute(_statement("ingest", name))
+                self._execute(
+                    _statement("ingest", "remember_pending_batch"), [first_rowid, known > 0]
+                )
                 self._remember_files(read)
         finally:
             self._con.execute(_statement("ingest", "drop_stage"))
@@ -775,22 +801,6 @@ def _finding(row: tuple[Any, ...]) -> Finding:
         last,
         orjson.loads(detail) if detail else {},
     )
-
-
-def _batches(files: list[Path]) -> list[list[Path]]:
-    batches: list[list[Path]] = []
-    current: list[Path] = []
-    size = 0
-    for path in files:
-        file_size = path.stat().st_size
-        if current and size + file_size > BATCH_BYTES:
-            batches.append(current)
-            current, size = [], 0
-        current.append(path)
-        size += file_size
-    if current:
-        batches.append(current)
-    return batches
 
 
 def _megabytes(files: list[Path]) -> int:

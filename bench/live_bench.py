@@ -18,7 +18,12 @@ One run prints:
       queryable through its REST API, in a throwaway venv under bench/.data/
       (created here; never the project venv: its pins would clash).
 
+With --parts refresh (not in the default parts): one analyser pass of 2,500
+spans into a database already holding --prefill spans (default 300,000),
+timed in this process: the per-pass cost that must not grow with the database.
+
 Usage: python bench/live_bench.py [--spans 200000] [--phoenix-spans 5000] [--no-phoenix]
+       python bench/live_bench.py --parts refresh [--prefill 300000]
 """
 
 from __future__ import annotations
@@ -327,6 +332,47 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
+# -- one analyser pass ----------------------------------------------------------------
+
+
+def refresh_pass(prefill: int, per_pass: int = 2_500, passes: int = 4) -> dict[str, float]:
+    """The analyser's pass on its own, in this process: a database file holding
+    ``prefill`` spans (as serve spools them), then ``passes`` passes of
+    ``per_pass`` spans each, one sealed segment each, as the live analyser runs
+    them (ingest, then the findings it diffs); mean seconds per pass."""
+    from toolspan.analyzer import Analyzer
+    from toolspan.serve._otlp import from_protobuf
+
+    def segment(directory: Path, number: int, spans: int) -> Path:
+        lines = []
+        for part in range(max(1, spans // SPANS_PER_REQUEST)):
+            body, _ = request(number * 1000 + part, min(SPANS_PER_REQUEST, spans), plant=part == 0)
+            lines.append(from_protobuf(body).line or b"")
+        path = directory / f"spans-{number:010d}.jsonl"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        return path
+
+    with tempfile.TemporaryDirectory(dir=DATA) as scratch:
+        directory = Path(scratch)
+        with Analyzer(directory / "live.duckdb") as analyzer:
+            analyzer.set_write_tools(["send_email"])
+            chunk = 50_000
+            filled = [segment(directory, n, chunk) for n in range(prefill // chunk)]
+            if filled:
+                analyzer.ingest(filled)
+            ingest_s = findings_s = 0.0
+            for number in range(len(filled), len(filled) + passes):
+                path = segment(directory, number, per_pass)
+                started = time.perf_counter()
+                analyzer.ingest([path])
+                ingested = time.perf_counter()
+                analyzer.findings()
+                findings_s += time.perf_counter() - ingested
+                ingest_s += ingested - started
+    return {"prefill": prefill, "per_pass": per_pass, "ingest_s": ingest_s / passes,
+            "findings_s": findings_s / passes}  # fmt: skip
+
+
 # -- Phoenix -----------------------------------------------------------------------
 
 
@@ -396,6 +442,12 @@ def main() -> int:
     parser.add_argument("--phoenix-spans", type=int, default=5_000)
     parser.add_argument("--no-phoenix", action="store_true")
     parser.add_argument(
+        "--prefill",
+        type=int,
+        default=300_000,
+        help="with --parts refresh: spans in the database before the timed passes",
+    )
+    parser.add_argument(
         "--parts",
         default="generator,sdk,latency,phoenix",
         help="which measurements, comma-separated (default all)",
@@ -432,6 +484,13 @@ def main() -> int:
             "duplicate write -> finding "
             f"p50 {finding['p50']:.2f} s, p95 {finding['p95']:.2f} s, max {finding['max']:.2f} s "
             f"({live['findings']}/{live['planted']} found)",
+            flush=True,
+        )
+    one = refresh_pass(args.prefill) if "refresh" in parts else None
+    if one:
+        print(
+            f"one analyser pass of {one['per_pass']:,} spans into {one['prefill']:,}: ingest "
+            f"{one['ingest_s']:.3f} s, findings {one['findings_s']:.3f} s (mean of 4)",
             flush=True,
         )
     peer = phoenix(args.phoenix_spans) if "phoenix" in parts else None

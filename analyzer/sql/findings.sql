@@ -1,7 +1,38 @@
+-- name: finding_scope_calls
+-- The calls of the conversations in finding_scope_conversations, copied there
+-- by a scoped refresh (derive.sql, scope_calls) and emptied after it. Every
+-- finding but idempotency_conflict depends on the calls of one conversation
+-- only, so a live ingest recomputes the findings of the conversations it
+-- touched, not every finding: that refresh cost grew with the database, 0.36 s
+-- per batch at 500,000 spans. Copied once per refresh, not read in place: each
+-- rule scans the calls again, and each such scan filtered by conversation cost
+-- about as much as the unscoped rule.
+CREATE TABLE IF NOT EXISTS finding_scope_calls AS SELECT * FROM tool_calls LIMIT 0;
+
+-- name: finding_scope_key_calls
+-- The same for idempotency_conflict, which groups the calls of one key across
+-- conversations: the calls of the keys in finding_scope_keys.
+CREATE TABLE IF NOT EXISTS finding_scope_key_calls AS SELECT * FROM tool_calls LIMIT 0;
+
+-- name: finding_calls_macro
+-- The calls the findings are computed over: every call, or (scoped) the copy
+-- above. Unscoped, the second branch is a constant false that DuckDB drops.
+CREATE OR REPLACE MACRO toolspan_finding_calls(scoped) AS TABLE
+SELECT * FROM tool_calls WHERE NOT scoped
+UNION ALL
+SELECT * FROM finding_scope_calls WHERE scoped;
+
+-- name: key_calls_macro
+CREATE OR REPLACE MACRO toolspan_key_calls(scoped) AS TABLE
+SELECT * FROM tool_calls WHERE NOT scoped
+UNION ALL
+SELECT * FROM finding_scope_key_calls WHERE scoped;
+
 -- name: findings_macro
 -- Every finding, for a given minimum number of repeats (loops only). One row
 -- per finding; detail is JSON text. See docs/analyzer.md for the exact rules.
-CREATE OR REPLACE MACRO toolspan_findings(min_repeats) AS TABLE
+-- scoped: only the findings of the conversations and keys in scope (above).
+CREATE OR REPLACE MACRO toolspan_findings(min_repeats, scoped := false) AS TABLE
 -- Each rule scans tool_calls itself: a shared CTE would be materialised with
 -- every column of every call.
 WITH
@@ -10,7 +41,7 @@ WITH
 -- Groups are counted first, and only the repeated ones collect their lists.
 repeated_key AS (
     SELECT conversation_id, tool, args_fingerprint, answer
-    FROM tool_calls
+    FROM toolspan_finding_calls(scoped)
     GROUP BY ALL
     HAVING count(*) >= min_repeats
 ),
@@ -27,7 +58,7 @@ loop_group AS (
         sum(duration_ms) - arg_min(duration_ms, start_time) AS wasted_ms,
         sum(coalesce(total_wait_s, 0)) - arg_min(coalesce(total_wait_s, 0), start_time) AS wasted_wait_s,
         sum(attempts) AS attempts
-    FROM tool_calls AS c
+    FROM toolspan_finding_calls(scoped) AS c
     SEMI JOIN repeated_key AS k
         ON k.conversation_id = c.conversation_id
        AND k.tool IS NOT DISTINCT FROM c.tool
@@ -70,7 +101,7 @@ duplicate_key AS (
         conversation_id, idempotency_key,
         CASE WHEN idempotency_key IS NULL THEN tool END AS action_tool,
         CASE WHEN idempotency_key IS NULL THEN args_fingerprint END AS action_args
-    FROM tool_calls
+    FROM toolspan_finding_calls(scoped)
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
     GROUP BY ALL
     HAVING count(*) >= 2
@@ -98,7 +129,7 @@ duplicate_write AS (
                         || 'use the same shared idempotency store'
                 END)
         )::VARCHAR AS detail
-    FROM tool_calls AS c
+    FROM toolspan_finding_calls(scoped) AS c
     SEMI JOIN duplicate_key AS k
         ON k.conversation_id = c.conversation_id
        AND k.idempotency_key IS NOT DISTINCT FROM c.idempotency_key
@@ -131,7 +162,7 @@ idempotency_conflict AS (
                 || 'the action it protects, so different actions never share one.',
                 idempotency_key, count(DISTINCT args_fingerprint))
         )::VARCHAR AS detail
-    FROM tool_calls
+    FROM toolspan_key_calls(scoped)
     WHERE idempotency_key IS NOT NULL
     GROUP BY idempotency_key
     HAVING count(DISTINCT args_fingerprint) > 1
@@ -159,7 +190,7 @@ unsafe_retry AS (
                 || '(or a read-back that checks the effect) before letting it be retried.',
                 coalesce(c.tool, '?'), c.attempts)
         )::VARCHAR AS detail
-    FROM tool_calls AS c
+    FROM toolspan_finding_calls(scoped) AS c
     WHERE c.side_effect = 'write' AND c.idempotency_key IS NULL AND c.attempts > 1
       -- A repeat is safe only when the tool's read-back showed the effect absent
       -- after the attempt before it (toolspan.read_back = 'absent').
@@ -176,7 +207,7 @@ unsafe_retry AS (
 -- found on the keyed calls first; then every call of those groups is listed.
 churned_key AS (
     SELECT conversation_id, request_id, tool, args_fingerprint
-    FROM tool_calls
+    FROM toolspan_finding_calls(scoped)
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
       AND idempotency_key IS NOT NULL
     GROUP BY ALL
@@ -199,7 +230,7 @@ key_churn AS (
                 || 'derive the key once per logical action and reuse it on every retry.',
                 count(*), coalesce(c.tool, '?'), count(DISTINCT c.idempotency_key))
         )::VARCHAR AS detail
-    FROM tool_calls AS c
+    FROM toolspan_finding_calls(scoped) AS c
     SEMI JOIN churned_key AS k
         ON k.conversation_id = c.conversation_id
        AND k.request_id IS NOT DISTINCT FROM c.request_id
@@ -214,7 +245,7 @@ key_churn AS (
 unknown_write AS (
     SELECT trace_id, span_id, conversation_id, tool, args_fingerprint, idempotency_key,
            error_code, arguments, start_time, end_time
-    FROM tool_calls
+    FROM toolspan_finding_calls(scoped)
     WHERE side_effect = 'write' AND error_code IN ('unknown_outcome', 'timeout', 'connection_error')
 ),
 unread_repeat AS (
@@ -222,7 +253,7 @@ unread_repeat AS (
         u.trace_id AS unknown_trace_id, u.span_id AS unknown_span_id,
         r.trace_id, r.span_id, r.start_time, r.end_time
     FROM unknown_write AS u
-    JOIN tool_calls AS r
+    JOIN toolspan_finding_calls(scoped) AS r
         ON r.conversation_id = u.conversation_id
        AND r.tool IS NOT DISTINCT FROM u.tool
        AND r.args_fingerprint IS NOT DISTINCT FROM u.args_fingerprint
@@ -293,7 +324,7 @@ retried_permanent AS (
                 || 'target) instead.',
                 coalesce(c.tool, '?'), c.attempts, p.attempt, p.outcome)
         )::VARCHAR AS detail
-    FROM tool_calls AS c
+    FROM toolspan_finding_calls(scoped) AS c
     JOIN permanent_attempt AS p ON p.trace_id = c.trace_id AND p.call_span_id = c.span_id
     JOIN (
         SELECT trace_id, call_span_id, list(outcome ORDER BY attempt) AS outcomes
@@ -308,7 +339,7 @@ retried_permanent AS (
 -- ranges overlap in one conversation: they race.
 resource_write AS (
     SELECT trace_id, span_id, conversation_id, resource_key, tool, start_time, end_time
-    FROM tool_calls
+    FROM toolspan_finding_calls(scoped)
     WHERE side_effect = 'write' AND attempts >= 1 AND resource_key IS NOT NULL
 ),
 overlapping_write AS (

@@ -148,6 +148,11 @@ QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY source_file) 
 CREATE OR REPLACE TEMP TABLE batch_traces AS
 SELECT DISTINCT trace_id FROM stage WHERE has_span;
 
+-- name: remember_pending_batch
+-- The rowid the batch's spans start from in span_rows, and whether any of its
+-- traces had spans stored before (schema.sql, pending_batches).
+INSERT INTO pending_batches VALUES (?, ?);
+
 -- name: remember_pending_traces
 -- The batch's traces: their tool calls are recomputed after the batch commits
 -- (derive.sql). Recomputing inside the batch's transaction costs far more.

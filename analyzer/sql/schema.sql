@@ -64,6 +64,25 @@ CREATE TABLE IF NOT EXISTS stored_traces (trace_id VARCHAR NOT NULL);
 -- the end of the ingest (or the next call, if an ingest stopped half way).
 CREATE TABLE IF NOT EXISTS pending_traces (trace_id VARCHAR NOT NULL);
 
+-- name: pending_batches
+-- Per batch committed since the last refresh: the rowid of its first span in
+-- span_rows (span_rows is only ever appended to, so its rowids never move) and
+-- whether any of its traces had spans stored before. When none had, the
+-- refresh reads only the spans from the first such rowid on (DuckDB skips the
+-- row groups before it) and has no old calls to forget: reading every span of
+-- the database for the touched traces made each live batch cost more as the
+-- database grew. No row (a database pending from an older analyzer): every span.
+CREATE TABLE IF NOT EXISTS pending_batches (first_rowid BIGINT NOT NULL, known_traces BOOLEAN NOT NULL);
+
+-- name: finding_scope_conversations
+-- The conversations and idempotency keys whose findings a refresh recomputes
+-- (findings.sql, toolspan_finding_calls): those of the calls it recomputed,
+-- before and after. Empty between refreshes.
+CREATE TABLE IF NOT EXISTS finding_scope_conversations (conversation_id VARCHAR);
+
+-- name: finding_scope_keys
+CREATE TABLE IF NOT EXISTS finding_scope_keys (idempotency_key VARCHAR);
+
 -- name: tool_call_rows
 -- The views' rows, kept up to date at ingest (only the traces an ingest
 -- touched are recomputed) so that reading them costs a scan, not a join of
