@@ -1,0 +1,19 @@
+-- name: timeline_attempts
+-- Retry timelines (timeline_attempts.sql on ClickHouse): the attempts of the
+-- calls on the page, in milliseconds from their call's start.
+SELECT
+    a.trace_id AS trace_id,
+    a.call_span_id AS call_span_id,
+    a.attempt AS attempt,
+    coalesce(a.outcome, '(unknown)') AS outcome,
+    coalesce(a.delay_s, 0) AS delay_s,
+    a.duration_ms AS duration_ms,
+    (toUnixTimestamp64Micro(a.start_time) - toUnixTimestamp64Micro(c.start_time)) / 1000.0 AS start_ms,
+    (toUnixTimestamp64Micro(a.end_time) - toUnixTimestamp64Micro(c.start_time)) / 1000.0 AS end_ms,
+    (toUnixTimestamp64Micro(a.end_time) - toUnixTimestamp64Micro(c.start_time)) / 1000.0
+        + coalesce(a.delay_s, 0) * 1000.0 AS wait_end_ms
+FROM attempts AS a
+INNER JOIN tool_calls AS c ON c.trace_id = a.trace_id AND c.span_id = a.call_span_id
+WHERE has({span_ids:Array(String)}, a.call_span_id)
+  AND has({trace_ids:Array(String)}, a.trace_id)
+ORDER BY a.trace_id, a.call_span_id, a.attempt
