@@ -126,10 +126,13 @@ class ClickHouseSession(ClickHouseAnalyzer):
         return self._parameters()
 
     def read(self, sql: str, params: Mapping[str, Any] | None = None) -> QueryResult:
-        """Run one read in the session, under its guards; errors are masked."""
+        """Run one read in the session, under its guards; errors are masked.
+
+        ``params`` bind ``{name:Type}`` placeholders; without any the text is
+        sent as it is (a ``%`` in it stays a ``%``)."""
         with self._lock:
             try:
-                result = self._client.query(sql, parameters={**self._parameters(), **(params or {})})
+                result = self._client.query(sql, parameters=dict(params) if params else None)
             except Exception as exc:
                 raise QueryError(_message(exc, self.source)) from None
         rows = [tuple(row) for row in result.result_rows]

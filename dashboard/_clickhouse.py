@@ -128,12 +128,17 @@ class ClickHouseDatabase:
     def run_query(self, name: str, params: Mapping[str, Any]) -> pd.DataFrame:
         """Run the page query ``name`` with ``params`` and return its rows."""
         sql = self.session.render(load_sql(name))
-        used = {key: _value(value) for key, value in params.items() if "{" + key + ":" in sql}
+        given = {**self.session.parameters(), **params}
+        used = {key: _value(value) for key, value in given.items() if "{" + key + ":" in sql}
         try:
             result = self.session.read(sql, used)
+            columns = list(result.columns)
+            if not result.rows and not columns:
+                # No rows, no block: the names come from the query's description.
+                columns = [row[0] for row in self.session.read(f"DESCRIBE ({sql})", used).rows]
         except AnalyzerError as exc:
             raise DashboardError(f"Query {name} failed: {exc}") from None
-        return pd.DataFrame.from_records(result.rows, columns=list(result.columns))
+        return pd.DataFrame.from_records(result.rows, columns=columns)
 
 
 def _value(value: Any) -> Any:

@@ -18,7 +18,8 @@ WHERE ({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time >= {t0:Nullable
 -- Findings overlapping the time range, in the conversation, for one of the
 -- tools, and involving at least one call with one of the statuses (a call
 -- whose span id is one of the finding's and trace id one of its traces).
--- No correlated subquery: a finding is known by the hash of its columns.
+-- No correlated subquery: a finding is known by the hash of its columns
+-- (as text: NULL inside a tuple hashes as NULL, not as a NULL hash).
 SELECT f.*
 FROM findings AS f
 WHERE ({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR f.last_seen >= {t0:Nullable(DateTime64(6, 'UTC'))})
@@ -27,8 +28,8 @@ WHERE ({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR f.last_seen >= {t0:Nullabl
   AND (empty({tools:Array(String)}) OR has({tools:Array(String)}, f.tool))
   AND (
     empty({statuses:Array(String)})
-    OR cityHash64(f.kind, f.conversation_id, f.tool, f.idempotency_key, f.span_ids, f.trace_ids, f.first_seen) IN (
-      SELECT cityHash64(x.kind, x.conversation_id, x.tool, x.idempotency_key, x.span_ids, x.trace_ids, x.first_seen)
+    OR cityHash64(toString((f.kind, f.conversation_id, f.tool, f.idempotency_key, f.span_ids, f.trace_ids, f.first_seen))) IN (
+      SELECT cityHash64(toString((x.kind, x.conversation_id, x.tool, x.idempotency_key, x.span_ids, x.trace_ids, x.first_seen)))
       FROM (SELECT *, arrayJoin(span_ids) AS one_span_id FROM findings) AS x
       INNER JOIN (
         SELECT trace_id AS call_trace_id, span_id AS call_span_id
