@@ -162,11 +162,12 @@ _READS = "SELECT, WITH, SHOW, DESCRIBE, EXISTS, EXPLAIN of those"
 _FIRST_WORDS = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN"}
 # EXPLAIN's kinds and options before the statement it explains.
 _EXPLAIN_KINDS = {"AST", "SYNTAX", "QUERY", "TREE", "PLAN", "PIPELINE", "ESTIMATE", "INDEXES"}
-# Comments, string literals and quoted names are skipped as one token each, so
-# a word inside them is never taken for a keyword or a function.
+# Comments and string literals (heredocs too: $$...$$) are skipped as one token each, so a word inside
+# them is never taken for a keyword or a function; a quoted name is a word
+# (`file`('x') calls file).
 _TOKENS = re.compile(
-    r"""(?P<skip>--[^\n]*|\#[^\n]*|/\*.*?\*/|'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`)
-      |(?P<word>[A-Za-z_][A-Za-z0-9_]*)
+    r"""(?P<skip>--[^\n]*|\#[^\n]*|/\*.*?\*/|'(?:[^'\\]|\\.|'')*'|\$(?P<tag>\w*)\$.*?\$(?P=tag)\$)
+      |(?P<word>[A-Za-z_][A-Za-z0-9_]*|"(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`)
       |(?P<open>\()
       |(?P<semi>;)
       |(?P<other>\S)""",
@@ -197,6 +198,7 @@ def check_statement(sql: str) -> None:
             break
         if kind != "word":
             continue
+        text = text.strip('`"')
         words.append(text.upper())
         following = tokens[index + 1] if index + 1 < len(tokens) else None
         if following is not None and following.lastgroup == "open" and _EXTERNAL.match(text):

@@ -52,12 +52,6 @@ class Engines:
         )
 
 
-@pytest.fixture(scope="module")
-def chdb_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # chDB runs one data directory per process: the module's databases share it.
-    return tmp_path_factory.mktemp("dashboard-chdb")
-
-
 @pytest.fixture(scope="module", params=["samples", "scenarios"])
 def engines(
     request: pytest.FixtureRequest, chdb_root: Path, tmp_path_factory: pytest.TempPathFactory
