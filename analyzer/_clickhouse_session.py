@@ -35,7 +35,7 @@ from ._clickhouse import (
     _message,
     statement,
 )
-from ._errors import DatabaseError, QueryError
+from ._errors import QueryError
 from ._model import DEFAULT_MIN_REPEATS, QueryResult
 
 __all__ = ["ClickHouseSession", "SessionLimits"]
@@ -88,9 +88,13 @@ class ClickHouseSession(ClickHouseAnalyzer):
         until: datetime | None = None,
         write_tools: Sequence[str] = (),
         limits: SessionLimits | None = None,
+        extra_tables: Mapping[str, str] | None = None,
     ) -> None:
+        """``extra_tables``: more temporary tables a caller reads, by name, each
+        the result of its SQL (``$source`` and ``$range`` filled in)."""
         super().__init__(source, table=table, since=since, until=until, write_tools=write_tools)
         self.limits = limits or SessionLimits()
+        self._extra_tables = dict(extra_tables or {})
         self._lock = threading.Lock()
         try:
             self._build()
@@ -101,10 +105,14 @@ class ClickHouseSession(ClickHouseAnalyzer):
 
     def _build(self) -> None:
         self._materialize()
-        for name, stem, statement_name in _TABLES:
-            body = self._render(
+        bodies = {
+            name: self._render(
                 statement(stem, statement_name), min_repeats=str(DEFAULT_MIN_REPEATS)
             )
+            for name, stem, statement_name in _TABLES
+        }
+        bodies.update({name: self._render(sql) for name, sql in self._extra_tables.items()})
+        for name, body in bodies.items():
             self._command(f"DROP TEMPORARY TABLE IF EXISTS {_identifier(name)}")
             self._command(
                 f"CREATE TEMPORARY TABLE {_identifier(name)} ENGINE = Memory AS {body}",
@@ -141,4 +149,3 @@ class ClickHouseSession(ClickHouseAnalyzer):
     def masked(self, exc: BaseException) -> str:
         """An error's text with the source's credentials masked."""
         return _message(exc, self.source)
-

@@ -87,6 +87,14 @@ def load_sql(name: str) -> str:
     return Template(sql).substitute(pasted, source="$source", range="$range")
 
 
+def _session_tables() -> dict[str, str]:
+    """The pages' own tables, built with the session: the spans that carry
+    toolspan.service (the overview's per-service chart would scan the
+    collector's table on each draw)."""
+    macros = load_statements(__package__, "sql/clickhouse_macros.sql")
+    return {"_toolspan_call_services": macros["call_services"]}
+
+
 def _limits(limits: SandboxLimits) -> SessionLimits:
     return SessionLimits(
         timeout_s=max(1, math.ceil(limits.time_limit_s)),
@@ -101,9 +109,9 @@ class ClickHouseDatabase:
 
     engine = "ClickHouse"
 
-    def __init__(self, spec: SourceSpec, limits: SandboxLimits = SandboxLimits()) -> None:
+    def __init__(self, spec: SourceSpec, limits: SandboxLimits | None = None) -> None:
         self.spec = spec
-        self.limits = limits
+        self.limits = limits = limits or SandboxLimits()
         try:
             since = parse_time(spec.since) if spec.since else None
             until = parse_time(spec.until) if spec.until else None
@@ -114,6 +122,7 @@ class ClickHouseDatabase:
                 until=until,
                 write_tools=spec.write_tools,
                 limits=_limits(limits),
+                extra_tables=_session_tables(),
             )
         except AnalyzerError as exc:  # messages already without credentials
             raise DashboardError(f"cannot open {spec.display()}: {exc}") from None
@@ -162,9 +171,9 @@ _READS = "SELECT, WITH, SHOW, DESCRIBE, EXISTS, EXPLAIN of those"
 _FIRST_WORDS = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN"}
 # EXPLAIN's kinds and options before the statement it explains.
 _EXPLAIN_KINDS = {"AST", "SYNTAX", "QUERY", "TREE", "PLAN", "PIPELINE", "ESTIMATE", "INDEXES"}
-# Comments and string literals (heredocs too: $$...$$) are skipped as one token each, so a word inside
-# them is never taken for a keyword or a function; a quoted name is a word
-# (`file`('x') calls file).
+# Comments and string literals (heredocs too: $$...$$) are skipped as one
+# token each, so a word inside them is never taken for a keyword or a
+# function; a quoted name is a word (`file`('x') calls file).
 _TOKENS = re.compile(
     r"""(?P<skip>--[^\n]*|\#[^\n]*|/\*.*?\*/|'(?:[^'\\]|\\.|'')*'|\$(?P<tag>\w*)\$.*?\$(?P=tag)\$)
       |(?P<word>[A-Za-z_][A-Za-z0-9_]*|"(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`)

@@ -2,7 +2,7 @@
 -- collector's otel_traces (tests/clickhouse_otel.py's DDL). Eight spans a
 -- group (one trace): an agent span, a model span, a read tool call with two
 -- attempts (a timeout, then ok), a write tool call, and three model/HTTP spans.
--- Conversations of 25 traces; a tenth of the read calls fail at the attempt
+-- Conversations of 25 traces at every size; a tenth of the read calls fail at the attempt
 -- limit; arguments repeat inside a conversation, so loops and duplicate writes
 -- are found.
 
@@ -31,8 +31,8 @@ SELECT
             'toolspan.status', if(g % 10 = 0, 'attempt_limit', 'succeeded'),
             'toolspan.attempts', '2', 'toolspan.side_effect', 'none', 'toolspan.total_wait_s', '0.5',
             'toolspan.service', 'orders-api',
-            'toolspan.args.hash', lower(hex(SHA256(concat('args-', toString(g % 50000))))),
-            'toolspan.result.hash', lower(hex(SHA256(concat('result-', toString(g % 50000)))))),
+            'toolspan.args.hash', lower(hex(SHA256(concat('args-', toString(g % greatest(1, intDiv({spans:UInt64}, 200))))))),
+            'toolspan.result.hash', lower(hex(SHA256(concat('result-', toString(g % greatest(1, intDiv({spans:UInt64}, 200)))))))),
         k IN (3, 4), map(
             'toolspan.attempt', toString(k - 2), 'gen_ai.tool.name', read_tool,
             'toolspan.attempt.outcome', if(k = 3, 'timeout', if(g % 10 = 0, 'timeout', 'ok')),
@@ -41,7 +41,7 @@ SELECT
             'gen_ai.operation.name', 'execute_tool', 'gen_ai.tool.name', write_tool,
             'gen_ai.tool.call.id', concat('call_', toString(n)), 'gen_ai.conversation.id', conversation,
             'toolspan.status', 'succeeded', 'toolspan.attempts', '1', 'toolspan.side_effect', 'write',
-            'toolspan.args.hash', lower(hex(SHA256(concat('write-', toString(g % 50000))))),
+            'toolspan.args.hash', lower(hex(SHA256(concat('write-', toString(g % greatest(1, intDiv({spans:UInt64}, 200))))))),
             'toolspan.result.hash', lower(hex(SHA256(concat('written-', toString(g)))))),
         map('gen_ai.operation.name', 'chat')) AS SpanAttributes,
     toUInt64(multiIf(k = 0, 14000000, k IN (2, 3), 4000000, 1000000)) AS Duration,
@@ -54,7 +54,7 @@ FROM (
         number AS n,
         intDiv(number, 8) AS g,
         number % 8 AS k,
-        concat('conv-', toString(intDiv(number, 8) % 50000)) AS conversation,
+        concat('conv-', toString(intDiv(number, 8) % greatest(1, intDiv({spans:UInt64}, 200)))) AS conversation,
         concat('get_order_', toString(intDiv(number, 8) % 7)) AS read_tool,
         concat('send_email_', toString(intDiv(number, 8) % 3)) AS write_tool
     FROM numbers({spans:UInt64})

@@ -75,3 +75,14 @@ SELECT
 FROM $source
 WHERE $range AND TraceId = {trace_id:String}
 LIMIT 1 BY TraceId, SpanId
+
+-- name: call_services
+-- Built once into a temporary table of the session (_toolspan_call_services):
+-- the spans in range that carry toolspan.service, with the circuit state.
+SELECT TraceId AS trace_id, SpanId AS span_id,
+    SpanAttributes['toolspan.service'] AS service,
+    if(mapContains(SpanAttributes, 'toolspan.circuit.state'),
+        SpanAttributes['toolspan.circuit.state'], NULL) AS circuit_state
+FROM $source
+WHERE $range AND mapContains(SpanAttributes, 'toolspan.service')
+LIMIT 1 BY TraceId, SpanId

@@ -2,20 +2,13 @@
 -- Overview (overview_services.sql on ClickHouse), per downstream service and
 -- time bucket: first attempts, retries, refused retries, calls failed fast and
 -- calls that found the breaker open or half-open. The service is
--- toolspan.service on the call span: only spans that carry it are joined.
+-- toolspan.service on the call span: _toolspan_call_services (built with the
+-- session, clickhouse_macros.sql) holds the spans that carry it.
 WITH calls AS (
     SELECT c.start_time AS start_time, c.attempts AS attempts, c.status AS status,
            s.service AS service, s.circuit_state AS circuit_state
     FROM ($filtered_calls) AS c
-    INNER JOIN (
-        SELECT TraceId AS trace_id, SpanId AS span_id,
-            SpanAttributes['toolspan.service'] AS service,
-            if(mapContains(SpanAttributes, 'toolspan.circuit.state'),
-                SpanAttributes['toolspan.circuit.state'], NULL) AS circuit_state
-        FROM $source
-        WHERE $range AND mapContains(SpanAttributes, 'toolspan.service')
-        LIMIT 1 BY TraceId, SpanId
-    ) AS s ON s.trace_id = c.trace_id AND s.span_id = c.span_id
+    INNER JOIN _toolspan_call_services AS s ON s.trace_id = c.trace_id AND s.span_id = c.span_id
 )
 SELECT
     service,

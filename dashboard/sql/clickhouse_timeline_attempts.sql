@@ -12,8 +12,14 @@ SELECT
     (toUnixTimestamp64Micro(a.end_time) - toUnixTimestamp64Micro(c.start_time)) / 1000.0 AS end_ms,
     (toUnixTimestamp64Micro(a.end_time) - toUnixTimestamp64Micro(c.start_time)) / 1000.0
         + coalesce(a.delay_s, 0) * 1000.0 AS wait_end_ms
-FROM attempts AS a
-INNER JOIN tool_calls AS c ON c.trace_id = a.trace_id AND c.span_id = a.call_span_id
-WHERE has({span_ids:Array(String)}, a.call_span_id)
-  AND has({trace_ids:Array(String)}, a.trace_id)
+-- Both sides narrowed to the page's calls before the join (ClickHouse builds
+-- the right side of a join whole).
+FROM (
+    SELECT * FROM attempts
+    WHERE has({span_ids:Array(String)}, call_span_id) AND has({trace_ids:Array(String)}, trace_id)
+) AS a
+INNER JOIN (
+    SELECT trace_id, span_id, start_time FROM tool_calls
+    WHERE has({span_ids:Array(String)}, span_id) AND has({trace_ids:Array(String)}, trace_id)
+) AS c ON c.trace_id = a.trace_id AND c.span_id = a.call_span_id
 ORDER BY a.trace_id, a.call_span_id, a.attempt

@@ -78,7 +78,7 @@ def test_every_page_runs_on_a_chdb_source(tmp_path: Path) -> None:
 def test_a_source_password_is_never_on_the_page_or_in_a_log(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    secret = "pw-4f1a9c"  # noqa: S105 (a test password)
+    secret = "pw-4f1a9c"
     source = f"clickhouse://alice:{secret}@127.0.0.1:{free_port()}/otel"
     monkeypatch.delenv(_ui.DB_ENV, raising=False)
     monkeypatch.setenv(SOURCE_ENV, SourceSpec(source).to_env())

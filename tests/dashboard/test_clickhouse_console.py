@@ -60,7 +60,14 @@ _EXTERNAL = {
 }
 # Where chDB fails for another reason before its read-only check (no cluster
 # is configured; input() is for INSERT only): the console's check is the layer.
-_ENGINE_FAILS_FIRST = {"cluster", "clusterAllReplicas", "fileCluster", "s3Cluster", "urlCluster", "input"}
+_ENGINE_FAILS_FIRST = {
+    "cluster",
+    "clusterAllReplicas",
+    "fileCluster",
+    "s3Cluster",
+    "urlCluster",
+    "input",
+}
 # Settings changes, refused by the check and by readonly = 1.
 _SETTINGS = {
     "set_readonly": "SET readonly = 0",

@@ -18,12 +18,10 @@ import orjson
 import pandas as pd
 import pytest
 
-from toolspan.dashboard import QueryRefused, SandboxLimits, open_database
+from toolspan.dashboard import open_database
 from toolspan.dashboard._clickhouse import (
     ClickHouseDatabase,
-    ClickHouseSandbox,
     SourceSpec,
-    check_statement,
 )
 from toolspan.dashboard._queries import Filters, run_query
 
@@ -154,7 +152,7 @@ def _parameter_sets(engines: Engines, name: str) -> list[dict[str, Any]]:
     # Six traces spread over the set: the waterfall query is the slow one (0.3 s on chDB).
     every = sorted(set(calls["trace_id"]))
     traces = every[:: max(1, len(every) // 6)][:6]
-    first, *others = filters
+    first = filters[0]
     buckets = _buckets(engines)
     by_filters: dict[str, list[dict[str, Any]]] = {
         "filter_bounds": [{}],
@@ -192,8 +190,7 @@ def _parameter_sets(engines: Engines, name: str) -> list[dict[str, Any]]:
         return _trace_spans_sets(engines, traces)
     if name == "span_attributes":
         return [
-            {"trace_id": row.trace_id, "span_id": row.span_id}
-            for row in calls.head(8).itertuples()
+            {"trace_id": row.trace_id, "span_id": row.span_id} for row in calls.head(8).itertuples()
         ]
     raise AssertionError(f"no parameters for the page query {name}: add them here")
 
