@@ -1,21 +1,27 @@
-"""Benchmark: `toolspan analyze` on ClickHouse (embedded chDB) against floors
-measured in the same run.
+"""Benchmark: `toolspan analyze` on ClickHouse (embedded chDB) against a floor
+measured in the same run, and how its time grows with the table.
 
 Loads the analyzer benchmark's corpus (>= 1,000,000 spans, bench/analyzer_bench.py)
 into an ``otel_traces`` table created with the collector exporter's DDL and
 value mapping (tests/clickhouse_otel.py), in a chDB directory under
-bench/.data/ (loaded once, reused), then times:
+bench/.data/ (loaded once, reused). Every larger size of ``--spans`` is a
+whole number of copies of that corpus made inside ClickHouse (INSERT ...
+SELECT, seconds per million spans): each copy has its own trace ids and its
+own conversation, request and idempotency-key values, so that its calls and
+findings are its own. Then, per size:
 
-  count floor       SELECT count() over the table with the analysis' time range
-  filter floor      SELECT count() with the time range and the tool-span filter
-                    (reads the attribute maps: the least any analysis must read)
+  floor             SELECT count() with the analysis' time range and the
+                    tool-span filter (reads the attribute maps: the least any
+                    analysis must read)
   analyze (chDB)    ClickHouseAnalyzer summary + findings over the same range
-  analyze (DuckDB)  the DuckDB path on the same spans as OTLP/JSON files, in a
-                    child process (bench/analyzer_bench.py's `analyze` step)
 
-and checks that both paths found the same number of calls and findings.
+and the ratio of analyze to the floor, and of each size's analyze time to the
+smallest size's. With --duckdb, also the DuckDB path on the smallest corpus as
+OTLP/JSON files, in a child process (bench/analyzer_bench.py's `analyze`
+step), checked to find the same number of calls and findings.
 
-Usage: python bench/clickhouse_bench.py [--spans 1000000] [--files 8] [--repeats 3]
+Usage: python bench/clickhouse_bench.py [--spans 1000000,10000000] [--files 8]
+           [--repeats 3] [--duckdb]
 """
 
 from __future__ import annotations
@@ -36,15 +42,18 @@ import clickhouse_connect  # noqa: E402
 
 from tests import clickhouse_otel  # noqa: E402
 from toolspan.analyzer import ClickHouseAnalyzer  # noqa: E402
+from toolspan.analyzer._clickhouse import expand_attributes  # noqa: E402
 
 INSERT_ROWS = 100_000
 SINCE = datetime.fromtimestamp(analyzer_bench.T0_NS / 1e9, tz=UTC)
 UNTIL = datetime(2100, 1, 1, tzinfo=UTC)
-TOOL_FILTER = (
-    "mapContains(SpanAttributes, 'toolspan.attempt')"
-    " OR SpanAttributes['gen_ai.operation.name'] = 'execute_tool'"
+# The analysis' own tool-span filter (clickhouse_derive.sql), as it expands it.
+TOOL_FILTER = expand_attributes(
+    "toolspan_has(SpanAttributes, 'toolspan.attempt')"
+    " OR toolspan_attr(SpanAttributes, 'gen_ai.operation.name') = 'execute_tool'"
     " OR startsWith(SpanName, 'execute_tool')"
-    " OR SpanAttributes['openinference.span.kind'] = 'TOOL'"
+    " OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'",
+    "map",
 )
 
 
@@ -67,6 +76,38 @@ def load(client: Any, files: list[Path], expected: int) -> float:
     return time.perf_counter() - started
 
 
+# Attributes whose values name a conversation, a request or an action: a copy
+# of the corpus gets its own, so that it adds calls and findings of its own.
+_PER_COPY_KEYS = (
+    "'gen_ai.conversation.id', 'session.id', 'toolspan.request.id', 'toolspan.idempotency.key'"
+)
+
+
+def replicate(client: Any, copies: int, expected: int) -> tuple[str, float]:
+    """A database holding ``copies`` copies of otel.otel_traces (made inside
+    ClickHouse, unless it exists already); its name and the seconds taken."""
+    database = f"otel_x{copies}"
+    client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+    clickhouse_otel.create_table(client, f"{database}.otel_traces")
+    have = int(client.query(f"SELECT count() FROM {database}.otel_traces").result_rows[0][0])
+    if have == expected:
+        return database, 0.0
+    started = time.perf_counter()
+    client.command(f"TRUNCATE TABLE {database}.otel_traces")
+    columns = ", ".join(clickhouse_otel.COLUMNS)
+    for copy in range(copies):
+        tag = f"x{copy:02d}"
+        client.command(
+            f"INSERT INTO {database}.otel_traces ({columns}) "
+            f"SELECT * REPLACE (concat('{tag}', TraceId) AS TraceId, "
+            f"mapApply((k, v) -> (k, if(k IN ({_PER_COPY_KEYS}), concat(v, '-{tag}'), v)), "
+            f"SpanAttributes) AS SpanAttributes) "
+            f"FROM (SELECT {columns} FROM otel.otel_traces)"
+        )
+    client.command(f"OPTIMIZE TABLE {database}.otel_traces FINAL")
+    return database, time.perf_counter() - started
+
+
 def timed(repeats: int, run: Any) -> tuple[float, Any]:
     """The fastest of ``repeats`` runs (the machine is shared) and the last result."""
     best, result = float("inf"), None
@@ -77,76 +118,112 @@ def timed(repeats: int, run: Any) -> tuple[float, Any]:
     return best, result
 
 
+def _load_average() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split(" ", 3)[0]
+    except OSError:
+        return "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument(
+        "--spans",
+        default="1000000",
+        help="sizes, comma-separated: the first is generated, "
+        "every other one is a whole number of copies of it (e.g. 1000000,10000000)",
+    )
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="best of N runs per timed step")
+    parser.add_argument("--duckdb", action="store_true", help="also the DuckDB path, first size")
     args = parser.parse_args()
-    files = analyzer_bench.generate(args.spans, args.files)
+    sizes = [int(x) for x in args.spans.split(",")]
+    files = analyzer_bench.generate(sizes[0], args.files)
     written = int((files[0].parent / ".complete").read_text())
-    directory = analyzer_bench.DATA / f"chdb-{args.spans}-files-{args.files}"
+    directory = analyzer_bench.DATA / f"chdb-{sizes[0]}-files-{args.files}"
     client = clickhouse_connect.get_client(dsn=f"chdb://{directory}")
     loaded = load(client, files, written)
     print(
         f"corpus: {written:,} spans in otel.otel_traces (chDB {client.server_version}, "
         f"{'loaded in ' + format(loaded, '.0f') + ' s' if loaded else 'already loaded'})"
     )
+    databases = {sizes[0]: "otel"}
+    for size in sizes[1:]:
+        copies = max(1, round(size / written))
+        databases[size], made = replicate(client, copies, copies * written)
+        how = f"made in {made:.0f} s" if made else "already made"
+        print(
+            f"{copies * written:,} spans in {databases[size]}.otel_traces ({copies} copies, {how})"
+        )
     params = {"since": SINCE.replace(tzinfo=None), "until": UNTIL.replace(tzinfo=None)}
     time_range = "Timestamp >= {since:DateTime64(9)} AND Timestamp < {until:DateTime64(9)}"
+    floors: dict[int, tuple[float, int, int]] = {}
+    for size, database in databases.items():
 
-    def count(sql: str) -> int:
-        return int(client.query(sql, parameters=params).result_rows[0][0])
+        def count(sql: str) -> int:
+            return int(client.query(sql, parameters=params).result_rows[0][0])
 
-    count_s, spans = timed(
-        args.repeats, lambda: count(f"SELECT count() FROM otel.otel_traces WHERE {time_range}")
-    )
-    filter_s, tool_spans = timed(
-        args.repeats,
-        lambda: count(
-            f"SELECT count() FROM otel.otel_traces WHERE {time_range} AND ({TOOL_FILTER})"
-        ),
-    )
+        table = f"{database}.otel_traces"
+        spans = count(f"SELECT count() FROM {table} WHERE {time_range}")
+        floor_s, tool_spans = timed(
+            args.repeats,
+            lambda table=table: count(
+                f"SELECT count() FROM {table} WHERE {time_range} AND ({TOOL_FILTER})"
+            ),
+        )
+        floors[size] = (floor_s, spans, tool_spans)
     client.close()  # one chDB engine per process: the analyzer opens its own client
 
-    def analyze_clickhouse() -> tuple[dict[str, Any], int]:
-        with ClickHouseAnalyzer(f"chdb:{directory}?database=otel", since=SINCE, until=UNTIL) as az:
-            return az.summary(), len(az.findings())
+    results: dict[int, tuple[float, dict[str, Any], int]] = {}
+    for size, database in databases.items():
 
-    chdb_s, (summary, findings) = timed(args.repeats, analyze_clickhouse)
-    duck = analyzer_bench.best_of(args.repeats, "analyze", files)
-    rows = [
-        ("SELECT count() with the time range (floor)", count_s),
-        ("SELECT count() with range + tool-span filter (floor)", filter_s),
-        ("toolspan analyze on chDB (summary + findings)", chdb_s),
-        ("toolspan analyze, DuckDB path on the files", duck["seconds"]),
-    ]
-    print(f"{'step':<54} {'seconds':>8} {'x count':>9} {'x filter':>9} {'x DuckDB':>9}")
-    for label, seconds in rows:
-        print(
-            f"{label:<54} {seconds:>8.3f} {seconds / count_s:>8.1f}x {seconds / filter_s:>8.2f}x "
-            f"{seconds / duck['seconds']:>8.2f}x"
-        )
-    same = summary["calls"] == duck["calls"] and findings == duck["findings"]
+        def analyze_clickhouse(database: str = database) -> tuple[dict[str, Any], int]:
+            source = f"chdb:{directory}?database={database}"
+            with ClickHouseAnalyzer(source, since=SINCE, until=UNTIL) as az:
+                return az.summary(), len(az.findings())
+
+        seconds, (summary, findings) = timed(args.repeats, analyze_clickhouse)
+        results[size] = (seconds, summary, findings)
+    first = sizes[0]
+    print(f"load average {_load_average()} (2 cores, shared); best of {args.repeats}")
     print(
-        f"spans {spans:,} ({tool_spans:,} tool spans); chDB: {summary['calls']:,} calls, "
-        f"{findings:,} findings; DuckDB: {duck['calls']:,} calls, {duck['findings']:,} findings"
-        f" -> {'same' if same else 'DIFFERENT'}"
+        f"{'spans':>12} {'tool spans':>11} {'floor s':>8} {'analyze s':>10} {'x floor':>8} "
+        f"{'x first':>8} {'calls':>10} {'findings':>9}"
     )
-    print(
-        json.dumps(
+    report = []
+    for size in sizes:
+        floor_s, spans, tool_spans = floors[size]
+        seconds, summary, findings = results[size]
+        growth = seconds / results[first][0]
+        print(
+            f"{spans:>12,} {tool_spans:>11,} {floor_s:>8.3f} {seconds:>10.3f} "
+            f"{seconds / floor_s:>7.1f}x {growth:>7.1f}x {summary['calls']:>10,} {findings:>9,}"
+        )
+        report.append(
             {
-                "chdb_s": chdb_s,
-                "duckdb_s": duck["seconds"],
-                "count_s": count_s,
-                "filter_s": filter_s,
+                "spans": spans,
+                "floor_s": floor_s,
+                "analyze_s": seconds,
+                "x_floor": seconds / floor_s,
+                "x_first": growth,
+                "calls": summary["calls"],
+                "findings": findings,
             }
         )
-    )
-    if not same:
-        raise SystemExit("the two paths disagree")
+    print(json.dumps(report))
+    if args.duckdb:
+        duck = analyzer_bench.best_of(args.repeats, "analyze", files)
+        _, summary, findings = results[first]
+        same = summary["calls"] == duck["calls"] and findings == duck["findings"]
+        print(
+            f"DuckDB path on the {written:,} spans as files: {duck['seconds']:.3f} s "
+            f"(chDB {results[first][0] / duck['seconds']:.2f}x); {duck['calls']:,} calls, "
+            f"{duck['findings']:,} findings -> {'same' if same else 'DIFFERENT'}"
+        )
+        if not same:
+            raise SystemExit("the two paths disagree")
 
 
 if __name__ == "__main__":

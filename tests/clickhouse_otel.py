@@ -68,6 +68,57 @@ ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))
 SETTINGS index_granularity=8192, ttl_only_drop_parts = 1
 """
 
+# The JSON layout (the exporter's ``json: true`` option): the same columns, the
+# attribute columns typed JSON (values keep their OTLP type). Copied from
+# ``exporter/clickhouseexporter/internal/sqltemplates/traces_json_table.sql`` at
+# commit 39f94831a58596011d18c28e6532fe5f31d03472 (placeholders filled as above;
+# later versions add ResourceAttributesKeys/SpanAttributesKeys arrays, which the
+# analyzer does not read). Rows follow ``exporter_traces_json.go``: each
+# attribute map is ``json.Marshal(attributes.AsRaw())``, parsed by ClickHouse.
+TRACES_JSON_DDL = """
+CREATE TABLE IF NOT EXISTS {table} (
+    Timestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    ParentSpanId String CODEC(ZSTD(1)),
+    TraceState String CODEC(ZSTD(1)),
+    SpanName LowCardinality(String) CODEC(ZSTD(1)),
+    SpanKind LowCardinality(String) CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes JSON CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    SpanAttributes JSON CODEC(ZSTD(1)),
+    Duration UInt64 CODEC(ZSTD(1)),
+    StatusCode LowCardinality(String) CODEC(ZSTD(1)),
+    StatusMessage String CODEC(ZSTD(1)),
+    Events Nested (
+        Timestamp DateTime64(9),
+        Name LowCardinality(String),
+        Attributes JSON
+    ) CODEC(ZSTD(1)),
+    Links Nested (
+        TraceId String,
+        SpanId String,
+        TraceState String,
+        Attributes JSON
+    ) CODEC(ZSTD(1)),
+    INDEX idx_duration Duration TYPE minmax GRANULARITY 1
+) ENGINE = MergeTree()
+PARTITION BY toDate(Timestamp)
+ORDER BY (ServiceName, SpanName, toDateTime(Timestamp), Timestamp)
+SETTINGS index_granularity=8192, ttl_only_drop_parts = 1
+"""
+LAYOUTS = ("map", "json")
+# COLUMNS with the attribute maps as text (the JSON layout's staging table).
+_STAGING_COLUMNS = (
+    "Timestamp DateTime64(9), TraceId String, SpanId String, ParentSpanId String,"
+    " TraceState String, SpanName String, SpanKind String, ServiceName String,"
+    " ResourceAttributes String, ScopeName String, ScopeVersion String,"
+    " SpanAttributes String, Duration UInt64, StatusCode String, StatusMessage String"
+)
+_DDL = {"map": TRACES_DDL, "json": TRACES_JSON_DDL}
+
 COLUMNS = (
     "Timestamp",
     "TraceId",
@@ -173,7 +224,10 @@ def as_string(value: dict[str, Any]) -> str:
     return ""
 
 
-def _attributes(items: Iterable[dict[str, Any]]) -> dict[str, str]:
+def _attributes(items: Iterable[dict[str, Any]], layout: str = "map") -> Any:
+    """The Map layout's text values, or the JSON layout's JSON text."""
+    if layout == "json":
+        return _go_json({kv["key"]: _raw(kv.get("value", {})) for kv in items})
     return {kv["key"]: as_string(kv.get("value", {})) for kv in items}
 
 
@@ -185,11 +239,12 @@ def _enum(value: Any, names: Sequence[str], prefix: str) -> str:
     return by_upper.get(text, names[0])
 
 
-def rows_from_request(request: dict[str, Any]) -> Iterator[list[Any]]:
+def rows_from_request(request: dict[str, Any], layout: str = "map") -> Iterator[list[Any]]:
     """The otel_traces rows of one ExportTraceServiceRequest (OTLP/JSON)."""
     for resource_spans in request.get("resourceSpans") or []:
-        resource = _attributes((resource_spans.get("resource") or {}).get("attributes") or [])
-        service = resource.get("service.name", "")
+        items = (resource_spans.get("resource") or {}).get("attributes") or []
+        resource = _attributes(items, layout)
+        service = _attributes(items).get("service.name", "")
         for scope_spans in resource_spans.get("scopeSpans") or []:
             scope = scope_spans.get("scope") or {}
             for span in scope_spans.get("spans") or []:
@@ -207,7 +262,7 @@ def rows_from_request(request: dict[str, Any]) -> Iterator[list[Any]]:
                     resource,
                     scope.get("name") or "",
                     scope.get("version") or "",
-                    _attributes(span.get("attributes") or []),
+                    _attributes(span.get("attributes") or [], layout),
                     end - start,
                     _enum(status.get("code", 0), _STATUSES, "STATUS_CODE_"),
                     status.get("message") or "",
@@ -230,20 +285,38 @@ def _text(path: Path) -> str:
     return data.decode("utf-8")
 
 
-def rows_from_files(paths: Iterable[Path]) -> list[list[Any]]:
+def rows_from_files(paths: Iterable[Path], layout: str = "map") -> list[list[Any]]:
     """Every span of OTLP/JSON lines files as otel_traces rows."""
     rows: list[list[Any]] = []
     for path in paths:
         for line in _text(path).splitlines():
             if line.strip():
-                rows.extend(rows_from_request(json.loads(line)))
+                rows.extend(rows_from_request(json.loads(line), layout))
     return rows
 
 
-def create_table(client: Any, table: str = "otel_traces") -> None:
-    client.command(TRACES_DDL.format(table=table))
+def create_table(client: Any, table: str = "otel_traces", layout: str = "map") -> None:
+    client.command(_DDL[layout].format(table=table))
 
 
-def insert_rows(client: Any, rows: Sequence[Sequence[Any]], table: str = "otel_traces") -> None:
-    if rows:
+def insert_rows(
+    client: Any, rows: Sequence[Sequence[Any]], table: str = "otel_traces", layout: str = "map"
+) -> None:
+    """Insert rows of :func:`rows_from_files` (of the same layout). JSON-layout
+    rows carry the attributes as JSON text, which ClickHouse parses into the
+    JSON columns as it does the exporter's: through a String staging table."""
+    if not rows:
+        return
+    if layout == "map":
         client.insert(table, rows, column_names=COLUMNS)
+        return
+    staging = f"{table}_staging"
+    client.command(f"DROP TABLE IF EXISTS {staging}")
+    client.command(f"CREATE TABLE {staging} ({_STAGING_COLUMNS}) ENGINE = Memory")
+    try:
+        client.insert(staging, rows, column_names=COLUMNS)
+        client.command(
+            f"INSERT INTO {table} ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} FROM {staging}"
+        )
+    finally:
+        client.command(f"DROP TABLE IF EXISTS {staging}")

@@ -1,8 +1,10 @@
 -- ClickHouse: the tool spans, tool calls and attempts of the OpenTelemetry
 -- Collector's otel_traces table (clickhouseexporter), with the same rules as
--- the DuckDB path (derive.sql). Every attribute is already text in the
--- SpanAttributes map; an absent key reads as NULL (not the map's ''), as in
--- DuckDB. Placeholders filled by analyzer/_clickhouse.py: $source (the
+-- the DuckDB path (derive.sql). toolspan_attr(SpanAttributes, 'key') is the
+-- attribute as text, NULL when absent (as in DuckDB), and
+-- toolspan_has(SpanAttributes, 'key') whether it is there: analyzer/_clickhouse.py
+-- expands both for the table's layout (a Map of text, or a JSON column of
+-- typed values). Placeholders filled by analyzer/_clickhouse.py: $source (the
 -- collector's table), $range (the time filter), $write_tools (an
 -- Array(String) of regular expressions), and toolspan_canonical_json(column),
 -- expanded to canonical-JSON SQL (sorted keys, no whitespace).
@@ -58,9 +60,6 @@ SELECT
     duration_ns / 1e6 AS duration_ms
 FROM (
     SELECT
-        -- Text that leaves ClickHouse must be valid UTF-8 (a driver would turn it
-        -- into hex): invalid sequences become U+FFFD, as a JSON decoder does.
-        mapApply((k, v) -> (k, toValidUTF8(v)), SpanAttributes) AS attrs,
         TraceId AS trace_id,
         SpanId AS span_id,
         nullIf(ParentSpanId, '') AS parent_span_id,
@@ -69,47 +68,49 @@ FROM (
         upper(StatusCode) AS status_code,
         toUnixTimestamp64Nano(Timestamp) AS start_ns,
         toInt64(Duration) AS duration_ns,
-        if(mapContains(attrs, 'toolspan.attempt'), attrs['toolspan.attempt'], NULL) AS a_attempt,
-        if(mapContains(attrs, 'toolspan.status'), attrs['toolspan.status'], NULL) AS a_status,
-        if(mapContains(attrs, 'openinference.span.kind'), attrs['openinference.span.kind'], NULL) AS a_oi_kind,
-        if(mapContains(attrs, 'gen_ai.tool.name'), attrs['gen_ai.tool.name'], NULL) AS a_tool_name,
-        if(mapContains(attrs, 'tool.name'), attrs['tool.name'], NULL) AS a_oi_tool_name,
-        if(mapContains(attrs, 'gen_ai.tool.call.id'), attrs['gen_ai.tool.call.id'], NULL) AS a_call_id,
-        if(mapContains(attrs, 'tool_call.id'), attrs['tool_call.id'], NULL) AS a_oi_call_id,
-        if(mapContains(attrs, 'gen_ai.conversation.id'), attrs['gen_ai.conversation.id'], NULL) AS a_conversation,
-        if(mapContains(attrs, 'session.id'), attrs['session.id'], NULL) AS a_session,
-        if(mapContains(attrs, 'toolspan.request.id'), attrs['toolspan.request.id'], NULL) AS a_request_id,
-        if(mapContains(attrs, 'toolspan.turn.id'), attrs['toolspan.turn.id'], NULL) AS a_turn_id,
-        if(mapContains(attrs, 'toolspan.side_effect'), attrs['toolspan.side_effect'], NULL) AS a_side_effect,
-        if(mapContains(attrs, 'toolspan.idempotency.key'), attrs['toolspan.idempotency.key'], NULL) AS a_key,
-        if(mapContains(attrs, 'toolspan.idempotency.replayed'), attrs['toolspan.idempotency.replayed'], NULL) AS a_replayed,
-        if(mapContains(attrs, 'toolspan.args.hash'), attrs['toolspan.args.hash'], NULL) AS a_args_hash,
+        -- Text that leaves ClickHouse must be valid UTF-8 (a driver would turn it
+        -- into hex): invalid sequences become U+FFFD, as a JSON decoder does.
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempt')) AS a_attempt,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.status')) AS a_status,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'openinference.span.kind')) AS a_oi_kind,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.name')) AS a_tool_name,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'tool.name')) AS a_oi_tool_name,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.id')) AS a_call_id,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'tool_call.id')) AS a_oi_call_id,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.conversation.id')) AS a_conversation,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'session.id')) AS a_session,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.request.id')) AS a_request_id,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.turn.id')) AS a_turn_id,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.side_effect')) AS a_side_effect,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.key')) AS a_key,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.replayed')) AS a_replayed,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.args.hash')) AS a_args_hash,
         coalesce(
-            if(mapContains(attrs, 'gen_ai.tool.call.arguments'), attrs['gen_ai.tool.call.arguments'], NULL),
-            if(mapContains(attrs, 'input.value'), attrs['input.value'], NULL)) AS arguments_text,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.arguments')),
+            toValidUTF8(toolspan_attr(SpanAttributes, 'input.value'))) AS arguments_text,
         coalesce(
-            if(mapContains(attrs, 'gen_ai.tool.call.result'), attrs['gen_ai.tool.call.result'], NULL),
-            if(mapContains(attrs, 'output.value'), attrs['output.value'], NULL)) AS result_text,
-        if(mapContains(attrs, 'toolspan.result.hash'), attrs['toolspan.result.hash'], NULL) AS a_result_hash,
-        if(mapContains(attrs, 'toolspan.error_code'), attrs['toolspan.error_code'], NULL) AS a_error_code,
-        if(mapContains(attrs, 'error.type'), attrs['error.type'], NULL) AS a_error_type,
-        if(mapContains(attrs, 'toolspan.retryable'), attrs['toolspan.retryable'], NULL) AS a_retryable,
-        if(mapContains(attrs, 'toolspan.attempts'), attrs['toolspan.attempts'], NULL) AS a_attempts,
-        if(mapContains(attrs, 'toolspan.total_wait_s'), attrs['toolspan.total_wait_s'], NULL) AS a_total_wait_s,
-        if(mapContains(attrs, 'toolspan.retry_after_s'), attrs['toolspan.retry_after_s'], NULL) AS a_retry_after_s,
-        if(mapContains(attrs, 'toolspan.retry.initiator'), attrs['toolspan.retry.initiator'], NULL) AS a_initiator,
-        if(mapContains(attrs, 'toolspan.attempt.outcome'), attrs['toolspan.attempt.outcome'], NULL) AS a_outcome,
-        if(mapContains(attrs, 'toolspan.read_back'), attrs['toolspan.read_back'], NULL) AS a_read_back,
-        if(mapContains(attrs, 'toolspan.resource.key'), attrs['toolspan.resource.key'], NULL) AS a_resource_key,
-        if(mapContains(attrs, 'toolspan.retry.delay_s'), attrs['toolspan.retry.delay_s'], NULL) AS a_delay_s,
-        if(mapContains(attrs, 'toolspan.retry.elapsed_wait_s'), attrs['toolspan.retry.elapsed_wait_s'], NULL) AS a_elapsed_wait_s,
-        if(mapContains(attrs, 'http.response.status_code'), attrs['http.response.status_code'], NULL) AS a_http_status
+            toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.result')),
+            toValidUTF8(toolspan_attr(SpanAttributes, 'output.value'))) AS result_text,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.result.hash')) AS a_result_hash,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.error_code')) AS a_error_code,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'error.type')) AS a_error_type,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retryable')) AS a_retryable,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempts')) AS a_attempts,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.total_wait_s')) AS a_total_wait_s,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry_after_s')) AS a_retry_after_s,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.initiator')) AS a_initiator,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempt.outcome')) AS a_outcome,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.read_back')) AS a_read_back,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.resource.key')) AS a_resource_key,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.delay_s')) AS a_delay_s,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.elapsed_wait_s')) AS a_elapsed_wait_s,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'http.response.status_code')) AS a_http_status
     FROM $source
     WHERE $range
-      AND (mapContains(SpanAttributes, 'toolspan.attempt')
-           OR SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
+      AND (toolspan_has(SpanAttributes, 'toolspan.attempt')
+           OR toolspan_attr(SpanAttributes, 'gen_ai.operation.name') = 'execute_tool'
            OR startsWith(SpanName, 'execute_tool')
-           OR SpanAttributes['openinference.span.kind'] = 'TOOL')
+           OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL')
     LIMIT 1 BY TraceId, SpanId
 )
 
@@ -117,11 +118,11 @@ FROM (
 -- A trace's conversation (the least id on any of its spans in range), for the
 -- tool spans that do not carry one themselves. Only traces with tool spans.
 SELECT TraceId AS trace_id, toValidUTF8(min(coalesce(
-        if(mapContains(SpanAttributes, 'gen_ai.conversation.id'), SpanAttributes['gen_ai.conversation.id'], NULL),
-        SpanAttributes['session.id']))) AS conversation_id
+        toolspan_attr(SpanAttributes, 'gen_ai.conversation.id'),
+        toolspan_attr(SpanAttributes, 'session.id'), ''))) AS conversation_id
 FROM $source
 WHERE $range
-  AND (mapContains(SpanAttributes, 'gen_ai.conversation.id') OR mapContains(SpanAttributes, 'session.id'))
+  AND (toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(SpanAttributes, 'session.id'))
   AND TraceId IN (SELECT trace_id FROM _toolspan_tool_spans)
 GROUP BY trace_id
 
@@ -137,20 +138,25 @@ WITH call_key AS (
     FROM _toolspan_tool_spans
     WHERE source <> 'attempt'
 ),
+-- Only a span below the richest kind can be dominated: those few (none where
+-- every call is toolspan's) are the join's right side, which it holds in memory.
+weak_key AS (
+    SELECT * FROM call_key WHERE richness < 3
+),
 dominated AS (
     SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
+    FROM call_key AS strong
+    JOIN weak_key AS weak ON strong.trace_id = weak.trace_id AND strong.parent_span_id = weak.span_id
     WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
     UNION DISTINCT
     SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
+    FROM call_key AS strong
+    JOIN weak_key AS weak ON strong.trace_id = weak.trace_id AND strong.span_id = weak.parent_span_id
     WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
     UNION DISTINCT
     SELECT weak.trace_id AS trace_id, weak.span_id AS span_id
-    FROM call_key AS weak
-    JOIN call_key AS strong ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
+    FROM call_key AS strong
+    JOIN weak_key AS weak ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
     WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
 ),
 attempt_count AS (

@@ -114,14 +114,21 @@ idempotency_conflict AS (
     GROUP BY idempotency_key
     HAVING uniqExact(args_fingerprint) > 1
 ),
--- The attempts of each call, in order: outcomes, read-backs, the last number.
+-- The attempts of the calls that may be unsafe retries, in order: outcomes and
+-- read-backs. (A CTE is computed where it is used, so each use reads only the
+-- attempts of the calls it needs.)
+retried_write AS (
+    SELECT trace_id, span_id
+    FROM tool_calls
+    WHERE side_effect = 'write' AND idempotency_key IS NULL AND attempts > 1
+),
 call_attempts AS (
     SELECT
         trace_id, call_span_id,
         arrayMap(x -> x.2, arraySort(groupArray((attempt, outcome)))) AS outcomes,
-        groupArray((attempt, read_back)) AS read_backs,
-        max(attempt) AS last_attempt
+        groupArray((attempt, read_back)) AS read_backs
     FROM _toolspan_attempt_rows
+    WHERE (trace_id, call_span_id) IN (SELECT trace_id, span_id FROM retried_write)
     GROUP BY trace_id, call_span_id
 ),
 -- unsafe_retry: a write without an idempotency key attempted more than once
@@ -237,16 +244,31 @@ write_after_unknown AS (
 -- retried_permanent: an attempt that failed with a code waiting cannot fix
 -- (a 4xx other than 408/409/429, invalid arguments) was followed by another
 -- attempt of the same call.
-permanent_attempt AS (
-    SELECT
-        a.trace_id AS trace_id, a.call_span_id AS call_span_id,
-        min(a.attempt) AS attempt, argMin(a.outcome, a.attempt) AS outcome
-    FROM _toolspan_attempt_rows AS a
-    JOIN call_attempts AS s ON s.trace_id = a.trace_id AND s.call_span_id = a.call_span_id
-    WHERE a.outcome IN (
+-- The first permanent failure of each call is followed by another attempt
+-- exactly when any of them is. Only calls with one are read again.
+first_permanent AS (
+    SELECT trace_id, call_span_id, min(attempt) AS attempt, argMin(outcome, attempt) AS outcome
+    FROM _toolspan_attempt_rows
+    WHERE outcome IN (
         'http_400', 'http_401', 'http_403', 'http_404', 'http_405', 'http_422', 'invalid_arguments')
-      AND a.attempt < s.last_attempt
-    GROUP BY a.trace_id, a.call_span_id
+      AND attempt IS NOT NULL
+    GROUP BY trace_id, call_span_id
+),
+permanent_call_attempts AS (
+    SELECT
+        trace_id, call_span_id,
+        arrayMap(x -> x.2, arraySort(groupArray((attempt, outcome)))) AS outcomes,
+        max(attempt) AS last_attempt
+    FROM _toolspan_attempt_rows
+    WHERE (trace_id, call_span_id) IN (SELECT trace_id, call_span_id FROM first_permanent)
+    GROUP BY trace_id, call_span_id
+),
+permanent_attempt AS (
+    SELECT f.trace_id AS trace_id, f.call_span_id AS call_span_id, f.attempt AS attempt,
+           f.outcome AS outcome, s.outcomes AS outcomes
+    FROM first_permanent AS f
+    JOIN permanent_call_attempts AS s ON s.trace_id = f.trace_id AND s.call_span_id = f.call_span_id
+    WHERE f.attempt < s.last_attempt
 ),
 retried_permanent AS (
     SELECT
@@ -256,7 +278,7 @@ retried_permanent AS (
         [c.span_id] AS span_ids, [c.trace_id] AS trace_ids,
         c.start_time AS first_seen, c.end_time AS last_seen,
         toJSONString(CAST(
-            (c.call_id, c.status, o.outcomes,
+            (c.call_id, c.status, p.outcomes,
              format(
                  '{} was attempted {} times although attempt {} failed with {}, which waiting '
                  || 'cannot fix: do not retry that code; fix the call (arguments, permissions, '
@@ -267,7 +289,6 @@ retried_permanent AS (
                    explanation String)')) AS detail
     FROM tool_calls AS c
     JOIN permanent_attempt AS p ON p.trace_id = c.trace_id AND p.call_span_id = c.span_id
-    JOIN call_attempts AS o ON o.trace_id = c.trace_id AND o.call_span_id = c.span_id
     WHERE c.attempts >= 2
 ),
 -- parallel_write: writes on one resource (toolspan.resource.key) whose time

@@ -39,10 +39,10 @@ INSERT INTO $db._toolspan_conversation_rows $conversations
 -- name: conversation_ids
 -- Every span's conversation id (the MV's rows): conversations of traces.
 SELECT TraceId AS trace_id, toValidUTF8(coalesce(
-        if(mapContains(SpanAttributes, 'gen_ai.conversation.id'), SpanAttributes['gen_ai.conversation.id'], NULL),
-        SpanAttributes['session.id'])) AS conversation_id
+        toolspan_attr(SpanAttributes, 'gen_ai.conversation.id'),
+        toolspan_attr(SpanAttributes, 'session.id'), '')) AS conversation_id
 FROM $source
-WHERE mapContains(SpanAttributes, 'gen_ai.conversation.id') OR mapContains(SpanAttributes, 'session.id')
+WHERE toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(SpanAttributes, 'session.id')
 
 -- name: tool_spans_view
 SELECT * FROM $db._toolspan_tool_span_rows LIMIT 1 BY trace_id, span_id

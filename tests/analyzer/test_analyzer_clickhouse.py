@@ -34,12 +34,14 @@ from toolspan.analyzer import (
 from toolspan.analyzer._clickhouse import (
     _SETTINGS,
     ClickHouseAnalyzer,
+    attribute_sql,
     canonical_json_sql,
     glob_regex,
     parse_source,
     parse_time,
     run_sql,
     statement,
+    table_layout,
 )
 from toolspan.analyzer._inputs import resolve
 from toolspan.cli import main
@@ -104,22 +106,24 @@ def backend(request: pytest.FixtureRequest, chdb_dir: Path) -> Backend:
 
 
 class Table:
-    """The collector's otel_traces in a fresh database, and a loader for it."""
+    """The collector's otel_traces in a fresh database, in one of the exporter's
+    layouts (Map or JSON attributes), and a loader for it."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, layout: str = "map") -> None:
         self.backend = backend
+        self.layout = layout
         self.database = f"t_{uuid.uuid4().hex[:12]}"
         self.client = backend.client()
         self.client.command(f"CREATE DATABASE {self.database}")
-        clickhouse_otel.create_table(self.client, f"{self.database}.otel_traces")
+        clickhouse_otel.create_table(self.client, f"{self.database}.otel_traces", layout)
 
     @property
     def source(self) -> str:
         return self.backend.source(self.database)
 
     def load(self, *paths: Path) -> int:
-        rows = clickhouse_otel.rows_from_files(resolve(list(paths)))
-        clickhouse_otel.insert_rows(self.client, rows, f"{self.database}.otel_traces")
+        rows = clickhouse_otel.rows_from_files(resolve(list(paths)), self.layout)
+        clickhouse_otel.insert_rows(self.client, rows, f"{self.database}.otel_traces", self.layout)
         return len(rows)
 
     def count(self) -> int:
@@ -135,8 +139,19 @@ class Table:
 
 
 @pytest.fixture
-def table(backend: Backend) -> Iterator[Table]:
-    created = Table(backend)
+def layout() -> str:
+    """The table's layout: the default Map one; the equality tests parametrize
+    this over both (``@pytest.mark.parametrize("layout", LAYOUTS)``)."""
+    return "map"
+
+
+# Both exporter layouts, for the tests that compare with the DuckDB path.
+LAYOUTS = clickhouse_otel.LAYOUTS
+
+
+@pytest.fixture
+def table(backend: Backend, layout: str) -> Iterator[Table]:
+    created = Table(backend, layout)
     try:
         yield created
     finally:
@@ -176,6 +191,7 @@ def _assert_same(
 ) -> list[Finding]:
     duck_summary, duck_findings = _duck(paths, write_tools=write_tools, min_repeats=min_repeats)
     with ClickHouseAnalyzer(table.source, write_tools=write_tools or ()) as az:
+        assert az.layout == table.layout
         summary, findings = az.summary(), az.findings(min_repeats=min_repeats)
     assert summary["table"] == f"{table.database}.otel_traces"
     assert summary["spans"] == table.count()
@@ -189,6 +205,7 @@ def _assert_same(
 # -- the same results as the DuckDB path ---------------------------------------------
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_finding_kind_and_the_summary_equal_the_duckdb_path(
     table: Table, scenario: dict[str, object]
 ) -> None:
@@ -210,6 +227,7 @@ def test_every_finding_kind_and_the_summary_equal_the_duckdb_path(
     }
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_retry_safety_findings_equal_the_duckdb_path(table: Table, tmp_path: Path) -> None:
     labels = write_retry_traces(tmp_path)
     table.load(labels["dir"])
@@ -228,6 +246,7 @@ def test_the_retry_safety_findings_equal_the_duckdb_path(table: Table, tmp_path:
     } >= set(FINDING_KINDS)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("sample", ["bicycle", "agent_run"])
 def test_the_sample_traces_give_the_same_results(table: Table, sample: str) -> None:
     paths = [SAMPLES / sample / "traces.jsonl"]
@@ -237,6 +256,7 @@ def test_the_sample_traces_give_the_same_results(table: Table, sample: str) -> N
     assert bool(findings) == (sample == "agent_run")
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_framework_spans_and_two_instrumentations_of_one_call(table: Table, tmp_path: Path) -> None:
     # Real Pydantic AI spans (scripted model): a loop from its own execute_tool spans.
     provider = TracerProvider()
@@ -381,6 +401,7 @@ def test_views_have_the_duckdb_names_and_columns_and_rows(
     assert after[0][0] > sum(row[1] for row in duck_conversations)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_cli_analyze_sql_and_init(
     table: Table, scenario: dict[str, object], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -425,6 +446,14 @@ def test_missing_table_and_wrong_schema_are_clear(table: Table) -> None:
         match=r"does not have the clickhouseexporter's otel_traces schema: .*TraceId \(missing\)",
     ):
         ClickHouseAnalyzer(table.source, table="logs")
+    # Attributes neither a Map nor JSON (an older or hand-made table): refused by name.
+    table.client.command(
+        f"CREATE TABLE {table.database}.flat AS {table.database}.otel_traces ENGINE = Memory"
+    )
+    table.client.command(f"ALTER TABLE {table.database}.flat DROP COLUMN SpanAttributes")
+    table.client.command(f"ALTER TABLE {table.database}.flat ADD COLUMN SpanAttributes String")
+    with pytest.raises(DatabaseError, match=r"SpanAttributes \(String\).*Map or JSON"):
+        ClickHouseAnalyzer(table.source, table="flat")
     with pytest.raises(QueryError, match="clickhouse init"):
         run_sql(table.source, "SELECT * FROM findings", database=table.database)
 
@@ -441,6 +470,19 @@ def test_an_unreachable_server_is_an_error_without_the_password(
     err = capsys.readouterr().err
     assert "cannot connect" in err
     assert "s3cr3t-pw" not in err
+
+
+def test_the_layout_is_told_by_the_attribute_column_type() -> None:
+    assert table_layout("Map(LowCardinality(String), String)") == "map"
+    assert table_layout("JSON") == "json"
+    assert table_layout("JSON(max_dynamic_paths = 256)") == "json"
+    assert table_layout("String") is None
+    # A dotted key is one path of the JSON column, quoted as one name.
+    assert attribute_sql("json", "A", "gen_ai.tool.name", presence=True) == (
+        "(A.`gen_ai.tool.name` IS NOT NULL)"
+    )
+    with pytest.raises(ValueError, match="unknown layout"):
+        attribute_sql("xml", "A", "k")
 
 
 def test_sources_and_credentials() -> None:
