@@ -78,13 +78,17 @@ class SourceSpec:
             return "a ClickHouse source"
 
 
-def load_sql(name: str) -> str:
-    """The ClickHouse page query ``name`` with its macros pasted in (``$source``
-    and ``$range`` are left for the session to fill)."""
+def load_sql(name: str, layout: str = "map") -> str:
+    """The ClickHouse page query ``name`` with its macros pasted in, for the
+    exporter's table ``layout`` ("map" or "json"); ``$source`` and ``$range``
+    are left for the session to fill."""
     macros = load_statements(__package__, "sql/clickhouse_macros.sql")
     sql = load_statements(__package__, f"sql/clickhouse_{name}.sql")[name]
     pasted = {macro: macros[macro] for macro in _MACROS}
-    return Template(sql).substitute(pasted, source="$source", range="$range")
+    attributes = macros[f"{layout}_attributes"]
+    return Template(sql).substitute(
+        pasted, attributes=attributes, source="$source", range="$range"
+    )
 
 
 def _session_tables() -> dict[str, str]:
@@ -136,7 +140,7 @@ class ClickHouseDatabase:
 
     def run_query(self, name: str, params: Mapping[str, Any]) -> pd.DataFrame:
         """Run the page query ``name`` with ``params`` and return its rows."""
-        sql = self.session.render(load_sql(name))
+        sql = self.session.render(load_sql(name, self.session.layout))
         given = {**self.session.parameters(), **params}
         used = {key: _value(value) for key, value in given.items() if "{" + key + ":" in sql}
         try:

@@ -40,24 +40,13 @@ WHERE ({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR f.last_seen >= {t0:Nullabl
     )
   )
 
--- name: spans
--- The spans in range as the DuckDB spans view has them: microsecond times,
--- status codes OK / ERROR / UNSET, once per trace and span id however often
--- the collector delivered them.
-SELECT
-    TraceId AS trace_id,
-    SpanId AS span_id,
-    nullIf(ParentSpanId, '') AS parent_span_id,
-    toValidUTF8(SpanName) AS name,
-    fromUnixTimestamp64Micro(intDiv(toUnixTimestamp64Nano(Timestamp), 1000), 'UTC') AS start_time,
-    fromUnixTimestamp64Micro(intDiv(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration), 1000), 'UTC') AS end_time,
-    toInt64(Duration) / 1e6 AS duration_ms,
-    upper(StatusCode) AS status_code,
-    nullIf(toValidUTF8(StatusMessage), '') AS status_message,
-    mapApply((k, v) -> (k, toValidUTF8(v)), SpanAttributes) AS attributes
-FROM $source
-WHERE $range
-LIMIT 1 BY TraceId, SpanId
+-- name: map_attributes
+-- Every attribute of a span, in the Map layout: the map itself.
+mapApply((k, v) -> (k, toValidUTF8(v)), SpanAttributes)
+
+-- name: json_attributes
+-- In the JSON layout: the JSON object as text (dotted keys nest there).
+toJSONString(SpanAttributes)
 
 -- name: spans_of_trace
 -- The spans of one trace ({trace_id}), read where they are: the collector's
@@ -79,10 +68,11 @@ LIMIT 1 BY TraceId, SpanId
 -- name: call_services
 -- Built once into a temporary table of the session (_toolspan_call_services):
 -- the spans in range that carry toolspan.service, with the circuit state.
+-- toolspan_attr / toolspan_has read an attribute in either exporter layout
+-- (Map or JSON columns; analyzer/_clickhouse.py expands them).
 SELECT TraceId AS trace_id, SpanId AS span_id,
-    SpanAttributes['toolspan.service'] AS service,
-    if(mapContains(SpanAttributes, 'toolspan.circuit.state'),
-        SpanAttributes['toolspan.circuit.state'], NULL) AS circuit_state
+    toolspan_attr(SpanAttributes, 'toolspan.service') AS service,
+    toolspan_attr(SpanAttributes, 'toolspan.circuit.state') AS circuit_state
 FROM $source
-WHERE $range AND mapContains(SpanAttributes, 'toolspan.service')
+WHERE $range AND toolspan_has(SpanAttributes, 'toolspan.service')
 LIMIT 1 BY TraceId, SpanId

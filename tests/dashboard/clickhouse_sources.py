@@ -56,10 +56,11 @@ def load_duckdb(db_path: Path, paths: list[Path]) -> Path:
     return db_path
 
 
-def load_chdb(client: Any, database: str, paths: list[Path]) -> int:
-    """Create ``database.otel_traces`` as the exporter does and fill it."""
+def load_chdb(client: Any, database: str, paths: list[Path], layout: str = "map") -> int:
+    """Create ``database.otel_traces`` as the exporter does (its Map or JSON
+    attribute layout) and fill it."""
     client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
-    clickhouse_otel.create_table(client, f"{database}.otel_traces")
-    rows = clickhouse_otel.rows_from_files(resolve(paths))
-    clickhouse_otel.insert_rows(client, rows, f"{database}.otel_traces")
+    clickhouse_otel.create_table(client, f"{database}.otel_traces", layout)
+    rows = clickhouse_otel.rows_from_files(resolve(paths), layout)
+    clickhouse_otel.insert_rows(client, rows, f"{database}.otel_traces", layout)
     return len(rows)

@@ -50,19 +50,26 @@ class Engines:
         )
 
 
-@pytest.fixture(scope="module", params=["samples", "scenarios"])
+@pytest.fixture(
+    scope="module",
+    params=[(name, layout) for layout in ("map", "json") for name in ("samples", "scenarios")],
+    ids=lambda p: "-".join(p),
+)
 def engines(
     request: pytest.FixtureRequest, chdb_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Engines]:
-    root = tmp_path_factory.mktemp(f"dashboard-{request.param}")
-    paths = trace_set(request.param, root / "traces")
+    # Both exporter layouts: attributes in a Map(String, String) or a JSON column.
+    name, layout = request.param
+    root = tmp_path_factory.mktemp(f"dashboard-{name}-{layout}")
+    paths = trace_set(name, root / "traces")
     duck = open_database(load_duckdb(root / "traces.duckdb", paths))
+    database = f"d_{name}_{layout}"
     loader = clickhouse_connect.get_client(dsn=f"chdb://{chdb_root}")
     try:
-        load_chdb(loader, f"d_{request.param}", paths)
+        load_chdb(loader, database, paths, layout)
     finally:
         loader.close()
-    spec = SourceSpec(f"chdb:{chdb_root}?database=d_{request.param}", write_tools=WRITE_TOOLS)
+    spec = SourceSpec(f"chdb:{chdb_root}?database={database}", write_tools=WRITE_TOOLS)
     clickhouse = ClickHouseDatabase(spec)
     try:
         yield Engines(duck, clickhouse)
@@ -108,14 +115,28 @@ def _detail(text: Any) -> Any:
     return detail
 
 
+def _flat(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            out.update(_flat(item, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = item
+    return out
+
+
 def _attributes(value: Any) -> Any:
-    """Span attributes: ClickHouse holds every value as the exporter's text of
-    it (a double 0.0 as "0"), the analyzer as toolspan's (a double as "0.0")."""
+    """Span attributes: the Map layout holds every value as the exporter's text
+    of it (a double 0.0 as "0"), the JSON layout as JSON (dotted keys nested,
+    values typed), the analyzer as toolspan's text (a double as "0.0")."""
+    if isinstance(value, str):
+        value = _flat(json.loads(value))
     out = {}
-    for key, text in _value(value).items():
+    for key, item in _value(value).items():
+        text = str(item).lower() if isinstance(item, bool) else item
         try:
             out[key] = float(text)
-        except ValueError:
+        except (TypeError, ValueError):
             out[key] = text
     return out
 
