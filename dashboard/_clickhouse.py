@@ -86,9 +86,7 @@ def load_sql(name: str, layout: str = "map") -> str:
     sql = load_statements(__package__, f"sql/clickhouse_{name}.sql")[name]
     pasted = {macro: macros[macro] for macro in _MACROS}
     attributes = macros[f"{layout}_attributes"]
-    return Template(sql).substitute(
-        pasted, attributes=attributes, source="$source", range="$range"
-    )
+    return Template(sql).substitute(pasted, attributes=attributes, source="$source", range="$range")
 
 
 def _session_tables() -> dict[str, str]:
