@@ -12,10 +12,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ._clickhouse import SourceSpec
 from ._env import DB_ENV, SOURCE_ENV
 from ._errors import DashboardError
+
+if TYPE_CHECKING:  # importing it pulls in pandas: not for the console's child process
+    from ._clickhouse import SourceSpec
 
 __all__ = ["launch", "launch_source", "streamlit_command"]
 

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ._clickhouse import SourceSpec
 from ._launch import launch, launch_source
 
 __all__ = ["register"]
@@ -96,6 +95,8 @@ def _run_source(args: argparse.Namespace) -> int:
     # Imported here: only ClickHouse sources need the analyzer's ClickHouse path.
     from toolspan.analyzer import AnalyzerError
     from toolspan.analyzer._clickhouse import parse_source, parse_time
+
+    from ._clickhouse import SourceSpec
 
     if args.paths or args.db is not None:
         print("toolspan dashboard: error: --source reads ClickHouse: no PATHs or --db with it",
