@@ -3,12 +3,17 @@
 -- time bucket: first attempts, retries, refused retries, calls failed fast and
 -- calls that found the breaker open or half-open. The service is
 -- toolspan.service on the call span: _toolspan_call_services (built with the
--- session, clickhouse_macros.sql) holds the spans that carry it.
+-- session, clickhouse_macros.sql) holds the calls that carry it.
+-- The sidebar filters as filtered_calls applies them (clickhouse_macros.sql),
+-- on the session's per-service calls.
 WITH calls AS (
-    SELECT c.start_time AS start_time, c.attempts AS attempts, c.status AS status,
-           s.service AS service, s.circuit_state AS circuit_state
-    FROM ($filtered_calls) AS c
-    INNER JOIN _toolspan_call_services AS s ON s.trace_id = c.trace_id AND s.span_id = c.span_id
+    SELECT *
+    FROM _toolspan_call_services
+    WHERE ({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time >= {t0:Nullable(DateTime64(6, 'UTC'))})
+      AND ({t1:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time <= {t1:Nullable(DateTime64(6, 'UTC'))})
+      AND ({conv:Nullable(String)} IS NULL OR conversation_id = {conv:Nullable(String)})
+      AND (empty({tools:Array(String)}) OR has({tools:Array(String)}, tool))
+      AND (empty({statuses:Array(String)}) OR has({statuses:Array(String)}, status))
 )
 SELECT
     service,
