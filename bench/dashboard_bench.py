@@ -11,7 +11,12 @@ AppTest in this process and times it:
 
 The SQL console is timed with a typical aggregate query submitted.
 
-Usage: python bench/dashboard_bench.py [--spans 1000000] [--files 8]
+With ``--source chdb`` the same pages read the OpenTelemetry Collector's
+``otel_traces`` in embedded ClickHouse instead (bench/.data/dashboard-chdb-N,
+generated inside ClickHouse with numbers(): bench/sql/dashboard_spans.sql);
+"open" then includes building the session's tables from the collector's table.
+
+Usage: python bench/dashboard_bench.py [--spans 1000000] [--files 8] [--source duckdb|chdb]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import functools
 import importlib.util
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +34,7 @@ from pathlib import Path
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from toolspan._sql import parse_statements
 from toolspan.analyzer import Analyzer
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +68,31 @@ def database(files: list[Path], spans: int) -> Path:
     return db
 
 
+def chdb_source(spans: int) -> str:
+    """A chDB directory holding ``otel.otel_traces`` with ``spans`` generated spans."""
+    import clickhouse_connect
+
+    sys.path.insert(0, str(HERE.parent))  # tests.clickhouse_otel: the exporter's DDL
+    from tests import clickhouse_otel
+
+    data = HERE / ".data" / f"dashboard-chdb-{spans}"
+    done = data / ".complete"
+    if not done.exists():
+        data.mkdir(parents=True, exist_ok=True)
+        sql = parse_statements((HERE / "sql" / "dashboard_spans.sql").read_text())
+        started = time.perf_counter()
+        client = clickhouse_connect.get_client(dsn=f"chdb://{data}")
+        client.command("DROP DATABASE IF EXISTS otel")
+        client.command("CREATE DATABASE otel")
+        clickhouse_otel.create_table(client, "otel.otel_traces")
+        insert = sql["insert_spans"].replace("$table", "otel.otel_traces")
+        client.command(insert, parameters={"spans": spans})
+        client.close()
+        print(f"generated {spans:,} spans in {time.perf_counter() - started:.1f} s -> {data}")
+        done.touch()
+    return f"chdb:{data}?database=otel"
+
+
 def timed(action: Callable[..., AppTest], *args: object) -> float:
     started = time.perf_counter()
     app = action(*args)
@@ -86,8 +118,18 @@ def main() -> None:
     )
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--source", choices=("duckdb", "chdb"), default="duckdb")
     args = parser.parse_args()
+    print(f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
+    if args.source == "chdb":
+        from toolspan.dashboard._clickhouse import SourceSpec
+        from toolspan.dashboard._env import SOURCE_ENV
 
+        source = chdb_source(args.spans)
+        os.environ[SOURCE_ENV] = SourceSpec(source, write_tools=("send_email_*",)).to_env()
+        print(f"source: {source}, {args.spans:,} spans")
+        pages(args.spans)
+        return
     db = database(corpus(args.spans, args.files), args.spans)
     os.environ["TOOLSPAN_DASHBOARD_DB"] = str(db)
     with Analyzer(db, read_only=True) as analyzer:
@@ -96,7 +138,11 @@ def main() -> None:
             "(SELECT count(*) FROM findings)"
         ).rows[0]
     print(f"database: {counts[0]:,} spans, {counts[1]:,} tool calls, {counts[2]:,} findings")
+    pages(args.spans)
 
+
+def pages(spans: int) -> None:
+    """Time the app's start and every page, cold and warm."""
     app = AppTest.from_file(APP, default_timeout=300)
     first = timed(functools.partial(app.run, timeout=300))
     print(f"{'open + sidebar + overview':<28}{first:8.2f} s")
@@ -105,6 +151,7 @@ def main() -> None:
         cold = timed(render, app, page)
         warm = timed(render, app, page)
         print(f"{page + ' cold':<28}{cold:8.2f} s    warm {warm:6.2f} s")
+    print(f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak_mb:,.0f} MB")
 

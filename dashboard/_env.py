@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["DB_ENV", "LIVE_ENV", "TIME_LIMIT_ENV"]
+__all__ = ["DB_ENV", "LIVE_ENV", "SOURCE_ENV", "TIME_LIMIT_ENV"]
 
 # The database the app opens read-only.
 DB_ENV = "TOOLSPAN_DASHBOARD_DB"
+# A ClickHouse source instead (JSON of dashboard._clickhouse.SourceSpec).
+SOURCE_ENV = "TOOLSPAN_DASHBOARD_SOURCE"
 # The SQL console's time limit in seconds (default: SandboxLimits.time_limit_s).
 TIME_LIMIT_ENV = "TOOLSPAN_DASHBOARD_TIME_LIMIT_S"
 # Live mode: the directory where `toolspan serve` publishes database copies.

@@ -12,11 +12,15 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ._env import DB_ENV
+from ._env import DB_ENV, SOURCE_ENV
 from ._errors import DashboardError
 
-__all__ = ["launch", "streamlit_command"]
+if TYPE_CHECKING:  # importing it pulls in pandas: not for the console's child process
+    from ._clickhouse import SourceSpec
+
+__all__ = ["launch", "launch_source", "streamlit_command"]
 
 APP = Path(__file__).with_name("app.py")
 _READY_TIMEOUT_S = 60.0
@@ -60,13 +64,32 @@ def launch(db_path: Path, *, host: str = "127.0.0.1", port: int = 8501) -> int:
     except DashboardError as exc:
         print(f"toolspan dashboard: error: {exc}", file=sys.stderr)
         return 2
-    env = {**os.environ, DB_ENV: str(db_path.resolve())}
+    return _serve({DB_ENV: str(db_path.resolve())}, str(db_path), host, port)
+
+
+def launch_source(spec: SourceSpec, *, host: str = "127.0.0.1", port: int = 8501) -> int:
+    """Serve the dashboard on a ClickHouse source (the app's process opens it:
+    chDB runs one engine per process); block until Ctrl-C."""
+    try:
+        _check_port(host, port)
+    except DashboardError as exc:
+        print(f"toolspan dashboard: error: {exc}", file=sys.stderr)
+        return 2
+    # The source (credentials included) goes to the app in its environment,
+    # never on a command line; messages name it without them.
+    return _serve({SOURCE_ENV: spec.to_env()}, spec.display(), host, port)
+
+
+def _serve(extra_env: dict[str, str], label: str, host: str, port: int) -> int:
+    env = {**os.environ, **extra_env}
+    if DB_ENV not in extra_env:
+        env.pop(DB_ENV, None)
     _stop_on_sigterm()
     process = subprocess.Popen(streamlit_command(host, port), env=env)
     try:
         if _wait_ready(process, host, port):
             shown = f"[{host}]" if ":" in host else host
-            print(f"toolspan dashboard: {db_path} at http://{shown}:{port}  (Ctrl-C to stop)")
+            print(f"toolspan dashboard: {label} at http://{shown}:{port}  (Ctrl-C to stop)")
             if host in _ALL_INTERFACES:
                 print("toolspan dashboard: warning: listening on every network interface")
         sys.stdout.flush()
@@ -95,6 +118,10 @@ def _stop_on_sigterm() -> None:
 def _check_startable(db_path: Path, host: str, port: int) -> None:
     if not db_path.is_file():
         raise DashboardError(f"no database at {db_path}")
+    _check_port(host, port)
+
+
+def _check_port(host: str, port: int) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         # As the server will (Tornado sets SO_REUSEADDR): the sockets of a

@@ -17,6 +17,7 @@ import duckdb
 import pandas as pd
 
 from .._sql import load_statements
+from ._clickhouse import ClickHouseDatabase
 from ._errors import DashboardError
 
 __all__ = ["Filters", "bucket_for", "load_sql", "run_query", "window_start"]
@@ -68,9 +69,14 @@ def load_sql(name: str) -> str:
 
 
 def run_query(
-    connection: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]
+    connection: duckdb.DuckDBPyConnection | ClickHouseDatabase,
+    name: str,
+    params: Mapping[str, Any],
 ) -> pd.DataFrame:
-    """Run ``sql/<name>.sql`` with ``params`` on a fresh cursor and return the rows."""
+    """Run ``sql/<name>.sql`` with ``params`` on a fresh cursor and return the rows
+    (on a ClickHouse source, ``sql/clickhouse_<name>.sql`` in its session)."""
+    if isinstance(connection, ClickHouseDatabase):
+        return connection.run_query(name, params)
     cursor = connection.cursor()
     try:
         for macro in load_statements(__package__, "sql/macros.sql").values():

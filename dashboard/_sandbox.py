@@ -153,6 +153,10 @@ class SqlSandbox:
     """Runs one user statement at a time, in a child process, on the database
     file of the locked connection."""
 
+    engine = "DuckDB"
+    # What the console lists (ClickHouseSandbox has its own).
+    views = ("spans", "tool_calls", "attempts", "conversations", "findings")
+
     def __init__(
         self, connection: duckdb.DuckDBPyConnection, limits: SandboxLimits = SandboxLimits()
     ) -> None:

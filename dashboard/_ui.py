@@ -17,10 +17,11 @@ import pandas as pd
 import streamlit as st
 
 from . import _live
-from ._env import DB_ENV, TIME_LIMIT_ENV
+from ._clickhouse import ClickHouseDatabase, ClickHouseSandbox, SourceSpec
+from ._env import DB_ENV, SOURCE_ENV, TIME_LIMIT_ENV
 from ._errors import DashboardError
 from ._queries import Filters, bucket_for, run_query, window_start
-from ._sandbox import SandboxLimits, open_database
+from ._sandbox import SandboxLimits, SqlSandbox, open_database
 
 __all__ = [
     "DB_ENV",
@@ -30,6 +31,7 @@ __all__ = [
     "query",
     "render_sidebar",
     "require_calls",
+    "sandbox",
     "slider_format",
     "stop_with",
 ]
@@ -64,20 +66,41 @@ def limits() -> SandboxLimits:
 
 
 def _db_path() -> str:
+    """The database file, or the ClickHouse source (``SOURCE_ENV``'s JSON, with
+    ``_SOURCE_PREFIX``): the key the connection and the query cache go by."""
+    source = os.environ.get(SOURCE_ENV)
+    if source:
+        return _SOURCE_PREFIX + source
     path = _live.snapshot_path() or os.environ.get(DB_ENV)
     if not path:
         stop_with(f"No database given: start the app with `toolspan dashboard` (or set {DB_ENV}).")
     return path
 
 
+_SOURCE_PREFIX = "clickhouse-source:"
+
+
 # Live mode opens each newer copy of the database: keep only the last few.
+# A ClickHouse source is opened once per process (chDB: one engine per process).
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _open(path: str) -> duckdb.DuckDBPyConnection:
+def _open(path: str) -> duckdb.DuckDBPyConnection | ClickHouseDatabase:
+    if path.startswith(_SOURCE_PREFIX):
+        spec = SourceSpec.from_env(path.removeprefix(_SOURCE_PREFIX))
+        return ClickHouseDatabase(spec, limits())
     return open_database(Path(path), limits())
 
 
-def connection() -> duckdb.DuckDBPyConnection:
-    """The app's one read-only, locked-down DuckDB connection."""
+def sandbox() -> SqlSandbox | ClickHouseSandbox:
+    """The SQL console's runner on the app's connection."""
+    database = connection()
+    if isinstance(database, ClickHouseDatabase):
+        return ClickHouseSandbox(database, limits())
+    return SqlSandbox(database, limits())
+
+
+def connection() -> duckdb.DuckDBPyConnection | ClickHouseDatabase:
+    """The app's one read-only, locked-down DuckDB connection (or guarded
+    ClickHouse session)."""
     try:
         return _open(_db_path())
     except DashboardError as exc:

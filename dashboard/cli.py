@@ -1,4 +1,4 @@
-"""``toolspan dashboard (PATH... | --db FILE) [--port N] [--host H]``."""
+"""``toolspan dashboard (PATH... | --db FILE | --source SOURCE) [--port N] [--host H]``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ._launch import launch
+from ._launch import launch, launch_source
 
 __all__ = ["register"]
 
@@ -26,6 +26,22 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="OTLP/JSON trace files or dirs")
     parser.add_argument("--db", type=Path, metavar="FILE", help="database to open (or to fill)")
+    parser.add_argument(
+        "--source",
+        metavar="SOURCE",
+        help="a ClickHouse otel_traces instead: clickhouse://user:password@host:8123/db, "
+        "clickhouses://... (TLS) or chdb:PATH",
+    )
+    parser.add_argument(
+        "--table",
+        default="otel_traces",
+        metavar="NAME",
+        help="with --source: the collector's traces table, [database.]name (default otel_traces)",
+    )
+    parser.add_argument(
+        "--since", metavar="TIME", help="with --source: spans from TIME (ISO 8601, or 30m, 24h, 7d)"
+    )
+    parser.add_argument("--until", metavar="TIME", help="with --source: spans before TIME")
     parser.add_argument("--port", type=int, default=8501, help="port (default: 8501)")
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
     parser.add_argument(
@@ -38,6 +54,11 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Ingest the given paths if any, then serve the dashboard until Ctrl-C."""
+    if args.source is not None:
+        return _run_source(args)
+    if args.since or args.until:
+        print("toolspan dashboard: error: --since and --until apply with --source", file=sys.stderr)
+        return 2
     if not args.paths:
         if args.db is None:
             print("toolspan dashboard: error: give trace PATHs or --db FILE", file=sys.stderr)
@@ -68,3 +89,27 @@ def _ingest_and_launch(args: argparse.Namespace, db_path: Path) -> int:
     for bad in report.bad_lines[:10]:
         print(f"  skipped {bad.path}:{bad.line}: {bad.reason}", file=sys.stderr)
     return launch(db_path, host=args.host, port=args.port)
+
+
+def _run_source(args: argparse.Namespace) -> int:
+    # Imported here: only ClickHouse sources need the analyzer's ClickHouse path.
+    from toolspan.analyzer import AnalyzerError
+    from toolspan.analyzer._clickhouse import parse_source, parse_time
+
+    from ._clickhouse import SourceSpec
+
+    if args.paths or args.db is not None:
+        print("toolspan dashboard: error: --source reads ClickHouse: no PATHs or --db with it",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        parse_source(args.source)  # a bad source fails here, not in the app
+        for moment in (args.since, args.until):
+            if moment:
+                parse_time(moment)
+    except AnalyzerError as exc:
+        print(f"toolspan dashboard: error: {exc}", file=sys.stderr)
+        return 2
+    write_tools = tuple(p.strip() for p in (args.write_tools or "").split(",") if p.strip())
+    spec = SourceSpec(args.source, args.table, args.since, args.until, write_tools)
+    return launch_source(spec, host=args.host, port=args.port)

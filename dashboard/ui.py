@@ -17,7 +17,8 @@ Data
     cached on its parameters; ``filtered(name, **extra)`` adds the sidebar's
     ``Filters`` (``current_filters()``). Both stop the page with the error's
     message instead of raising. ``connection()`` and ``limits()`` are for the SQL
-    console, which runs user SQL through ``toolspan.dashboard.SqlSandbox``.
+    console, which runs user SQL through ``sandbox()``: ``toolspan.dashboard.SqlSandbox``
+    on DuckDB, the guarded session's runner on a ClickHouse source.
 Flow
     ``stop_with(message)`` shows a message instead of the rest of the page;
     ``require_calls()`` does so when there is nothing to show.
@@ -52,6 +53,7 @@ from ._ui import (
     open_trace,
     query,
     require_calls,
+    sandbox,
     stop_with,
 )
 from ._units import human_size
@@ -72,6 +74,7 @@ __all__ = [
     "query",
     "require_calls",
     "retries_against_budget",
+    "sandbox",
     "status_by_tool",
     "stop_with",
     "timeline",

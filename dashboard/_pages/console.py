@@ -11,7 +11,6 @@ from toolspan.dashboard import (
     QueryRefused,
     QueryTimeout,
     ResultTooLarge,
-    SqlSandbox,
     ui,
 )
 
@@ -19,7 +18,6 @@ DEFAULT_SQL = (
     "SELECT tool, status, count(*) AS calls, sum(attempts) AS attempts\n"
     "FROM tool_calls\nGROUP BY ALL\nORDER BY calls DESC"
 )
-VIEWS = ("spans", "tool_calls", "attempts", "conversations", "findings")
 SQL_KEY = "console_sql"
 
 
@@ -49,8 +47,8 @@ def _start_from_filters() -> None:
 
 def _schema() -> None:
     with st.expander("Views and columns"):
-        sandbox = SqlSandbox(ui.connection(), ui.limits())
-        for view in VIEWS:
+        sandbox = ui.sandbox()
+        for view in sandbox.views:
             try:
                 described = sandbox.describe(view)
             except DashboardError:
@@ -76,9 +74,10 @@ def _show_error(exc: DashboardError) -> None:
 
 def render() -> None:
     st.title("SQL console")
-    limits = ui.limits()
+    sandbox = ui.sandbox()
+    limits = sandbox.limits
     st.caption(
-        f"Read-only DuckDB over the analyzer's views. No files, network, settings or "
+        f"Read-only {sandbox.engine} over the analyzer's views. No files, network, settings or "
         f"extensions; queries stop after {limits.time_limit_s:g} s or "
         f"{limits.max_process_mb:,} MB of memory and show at most {limits.max_rows:,} rows "
         f"or {ui.human_size(limits.max_result_bytes)}. The sidebar filters do not apply to "
@@ -93,7 +92,7 @@ def render() -> None:
     if not submitted:
         return
     try:
-        result = SqlSandbox(ui.connection(), limits).run(sql)
+        result = sandbox.run(sql)
     except QueryTimeout as exc:
         st.warning(str(exc))  # the console's own text: only the limit's figure in it
         return

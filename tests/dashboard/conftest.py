@@ -51,3 +51,10 @@ def empty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("dashboard-empty") / "empty.duckdb"
     Analyzer(path).close()
     return path
+
+
+@pytest.fixture(scope="session")
+def chdb_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dashboard tests' embedded ClickHouse directory: chDB runs one data
+    directory per process, so every test's database lives in this one."""
+    return tmp_path_factory.mktemp("dashboard-chdb")

@@ -1,0 +1,31 @@
+-- name: overview_services
+-- Overview (overview_services.sql on ClickHouse), per downstream service and
+-- time bucket: first attempts, retries, refused retries, calls failed fast and
+-- calls that found the breaker open or half-open. The service is
+-- toolspan.service on the call span: _toolspan_call_services (built with the
+-- session, clickhouse_macros.sql) holds the calls that carry it.
+-- The sidebar filters as filtered_calls applies them (clickhouse_macros.sql),
+-- on the session's per-service calls.
+WITH calls AS (
+    SELECT *
+    FROM _toolspan_call_services
+    WHERE ({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time >= {t0:Nullable(DateTime64(6, 'UTC'))})
+      AND ({t1:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time <= {t1:Nullable(DateTime64(6, 'UTC'))})
+      AND ({conv:Nullable(String)} IS NULL OR conversation_id = {conv:Nullable(String)})
+      AND (empty({tools:Array(String)}) OR has({tools:Array(String)}, tool))
+      AND (empty({statuses:Array(String)}) OR has({statuses:Array(String)}, status))
+)
+SELECT
+    service,
+    fromUnixTimestamp64Micro(
+        intDiv(toUnixTimestamp64Micro(start_time) - 946857600000000, {bucket:Int64}) * {bucket:Int64}
+            + 946857600000000,
+        'UTC') AS bucket,
+    countIf(attempts > 0) AS first_attempts,
+    sum(greatest(coalesce(attempts, 0) - 1, 0)) AS retries,
+    countIf(status = 'retry_budget') AS refused,
+    countIf(status = 'circuit_open') AS failed_fast,
+    countIf(circuit_state IN ('open', 'half_open')) AS saw_open
+FROM calls
+GROUP BY service, bucket
+ORDER BY service, bucket
