@@ -101,23 +101,9 @@ class Batch(NamedTuple):
 def batches(files: list[Path], *, batch_bytes: int) -> Iterator[Batch]:
     """``files`` in batches of about ``batch_bytes`` on disk (so that the stage,
     and with it memory, stays bounded whatever the input), each made ready."""
-    for group in _by_size(files, batch_bytes):
+    for group in groups(files, max_bytes=batch_bytes):
         with tempfile.TemporaryDirectory(prefix="toolspan-") as scratch:
             yield prepare(group, Path(scratch))
-
-
-def _by_size(files: list[Path], batch_bytes: int) -> Iterator[list[Path]]:
-    current: list[Path] = []
-    size = 0
-    for path in files:
-        file_size = path.stat().st_size
-        if current and size + file_size > batch_bytes:
-            yield current
-            current, size = [], 0
-        current.append(path)
-        size += file_size
-    if current:
-        yield current
 
 
 def prepare(files: list[Path], scratch: Path) -> Batch:
@@ -132,7 +118,7 @@ def prepare(files: list[Path], scratch: Path) -> Batch:
     bundled = set(small)
     whole = [path for path in readable if path not in bundled]
     bundles = []
-    for number, group in enumerate(bundle_groups(small)):
+    for number, group in enumerate(groups(small, BUNDLE_BYTES, BUNDLE_FILES)):
         bundle = scratch / f"bundle-{number}.jsonl"
         skipped = write_bundle(group, bundle)
         whole += [path for path in group if path in skipped]
@@ -151,13 +137,15 @@ def is_bundleable(path: Path) -> bool:
         return False
 
 
-def bundle_groups(files: list[Path]) -> Iterator[list[Path]]:
-    """``files`` in groups of at most BUNDLE_FILES files and BUNDLE_BYTES bytes."""
+def groups(files: list[Path], max_bytes: int, max_files: int | None = None) -> Iterator[list[Path]]:
+    """``files`` in order, in groups of at most ``max_bytes`` bytes (and ``max_files``
+    files); a file larger than ``max_bytes`` is a group of its own."""
     group: list[Path] = []
     size = 0
     for path in files:
         file_size = path.stat().st_size
-        if group and (len(group) >= BUNDLE_FILES or size + file_size > BUNDLE_BYTES):
+        full = max_files is not None and len(group) >= max_files
+        if group and (full or size + file_size > max_bytes):
             yield group
             group, size = [], 0
         group.append(path)
