@@ -753,15 +753,19 @@ for line in sys.stdin.buffer:
 
 
 def _read_lines(stream: Any, count: int, timeout_s: float) -> list[bytes]:
-    import select
+    # A selector, not select.select(): in the whole suite this process may hold
+    # more than 1,024 descriptors, which select() refuses.
+    import selectors
     import time
 
     lines: list[bytes] = []
     deadline = time.monotonic() + timeout_s
-    while len(lines) < count:
-        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
-        assert ready, f"only {len(lines)} of {count} lines within {timeout_s}s: {lines}"
-        lines.append(stream.readline())
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        while len(lines) < count:
+            ready = selector.select(max(0.0, deadline - time.monotonic()))
+            assert ready, f"only {len(lines)} of {count} lines within {timeout_s}s: {lines}"
+            lines.append(stream.readline())
     return lines
 
 
@@ -788,7 +792,7 @@ def test_over_stdio_what_is_relayed_arrives_byte_for_byte_both_ways(tmp_path):
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         cwd=str(REPO),
-        bufsize=0,  # select() sees what readline() has not read yet
+        bufsize=0,  # the selector sees what readline() has not read yet
     )
     try:
         for line in from_client:
