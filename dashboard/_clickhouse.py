@@ -84,7 +84,10 @@ def load_sql(name: str, layout: str = "map") -> str:
     are left for the session to fill."""
     macros = load_statements(__package__, "sql/clickhouse_macros.sql")
     sql = load_statements(__package__, f"sql/clickhouse_{name}.sql")[name]
-    pasted = {macro: macros[macro] for macro in _MACROS}
+    # The filter condition is pasted into the macros first, then everything into the query.
+    condition = {"call_filter": macros["call_filter"]}
+    pasted = {macro: Template(macros[macro]).safe_substitute(condition) for macro in _MACROS}
+    pasted.update(condition)
     attributes = macros[f"{layout}_attributes"]
     return Template(sql).substitute(pasted, attributes=attributes, source="$source", range="$range")
 

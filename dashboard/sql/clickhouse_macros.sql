@@ -5,14 +5,18 @@
 -- the spans are read from the collector's table in place ($source, $range).
 -- An empty array or a NULL bound means "no filter".
 
--- name: filtered_calls
-SELECT *
-FROM tool_calls
-WHERE ({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time >= {t0:Nullable(DateTime64(6, 'UTC'))})
+-- name: call_filter
+-- The sidebar filters on a table of calls (tool_calls, _toolspan_call_services).
+({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time >= {t0:Nullable(DateTime64(6, 'UTC'))})
   AND ({t1:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time <= {t1:Nullable(DateTime64(6, 'UTC'))})
   AND ({conv:Nullable(String)} IS NULL OR conversation_id = {conv:Nullable(String)})
   AND (empty({tools:Array(String)}) OR has({tools:Array(String)}, tool))
   AND (empty({statuses:Array(String)}) OR has({statuses:Array(String)}, status))
+
+-- name: filtered_calls
+SELECT *
+FROM tool_calls
+WHERE $call_filter
 
 -- name: filtered_findings
 -- Findings overlapping the time range, in the conversation, for one of the

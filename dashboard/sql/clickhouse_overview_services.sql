@@ -9,11 +9,7 @@
 WITH calls AS (
     SELECT *
     FROM _toolspan_call_services
-    WHERE ({t0:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time >= {t0:Nullable(DateTime64(6, 'UTC'))})
-      AND ({t1:Nullable(DateTime64(6, 'UTC'))} IS NULL OR start_time <= {t1:Nullable(DateTime64(6, 'UTC'))})
-      AND ({conv:Nullable(String)} IS NULL OR conversation_id = {conv:Nullable(String)})
-      AND (empty({tools:Array(String)}) OR has({tools:Array(String)}, tool))
-      AND (empty({statuses:Array(String)}) OR has({statuses:Array(String)}, status))
+    WHERE $call_filter
 )
 SELECT
     service,
