@@ -235,10 +235,15 @@ class _Plan:
         # Reads are always safe to repeat; an idempotent write when its call has a key.
         self.always_safe = declared.side_effect != "write"
         self.keyed_safe = declared.idempotent
-        # The claim's lease outlasts the service's commit window (keys honoured: none).
+        # The claim's lease outlasts the service's commit window (keys honoured: none),
+        # and a request in flight with it when the tool declares how long one can be.
         guards = core.safeguards
-        window = 0.0 if declared.idempotent else declared.commit_window_s
-        self.lease_s = guards.lease_for(window) if guards is not None else 0.0
+        if guards is None:
+            self.lease_s = 0.0
+        elif declared.idempotent:
+            self.lease_s = guards.lease_for(0.0)
+        else:
+            self.lease_s = guards.lease_for(declared.commit_window_s, declared.attempt_timeout_s)
         # The functions that receive the call's key as their ``idempotency_key``.
         self.takes_key = declared._takes_key
         self.read_back_takes_key = declared.read_back is not None and takes_key(declared.read_back)
@@ -1040,7 +1045,9 @@ class Core:
         claim and here (a read-back, a retry's wait, a stalled process) may have
         outlasted the lease, and another worker may have taken the key over and
         run the write: then this one must not run it too. Exclusive as long as no
-        worker stalls longer than the lease between here and its request.
+        worker stalls longer than the lease between here and its request. With the
+        tool's ``attempt_timeout_s``, the lease set here also outlasts the request
+        and its commit window, whether or not the renewals during it reach the store.
         """
         guards, key, token = self.safeguards, run.call.idempotency_key, run.claim_token
         assert guards is not None and key is not None and token is not None

@@ -100,12 +100,15 @@ class Safeguards:
             key, fingerprint, lease_s=lease_s or self.lease_s, ttl_s=self.result_ttl_s
         )
 
-    def lease_for(self, commit_window_s: float) -> float:
+    def lease_for(self, commit_window_s: float, attempt_timeout_s: float | None = None) -> float:
         """The lease of a tool whose service may commit ``commit_window_s`` after an
         attempt ended: long enough that a worker that dies holding the key (its last
         renewal up to a third of a lease before) is taken over only once its request
-        can no longer commit."""
-        return max(self.lease_s, 1.5 * commit_window_s)
+        can no longer commit. With ``attempt_timeout_s`` (the longest a request is in
+        flight) the lease taken right before an attempt also outlasts that request
+        and its window, so a live owner whose renewals fail cannot be raced either."""
+        bound = 0.0 if attempt_timeout_s is None else attempt_timeout_s + commit_window_s
+        return max(self.lease_s, 1.5 * commit_window_s, bound)
 
     def must_read_back(self, key: str, claim: Claim) -> bool:
         """True when the claimed key must be read back before it runs: it was

@@ -124,6 +124,11 @@ class Tool:
     the effect absent within it proves nothing: the call ends ``unknown_outcome``
     and the key stays held until the window has passed, unless the read-back
     returns `NOT_PENDING`. 0 declares a service that never acts after it answered.
+    ``attempt_timeout_s``: the longest one attempt's request can be in flight before
+    the tool's own client gives up (its HTTP timeout). Declared on such a write, the
+    lease its key gets right before each attempt covers that request and its commit
+    window, so no other worker can take the key over while the request may still
+    commit, even from an owner whose lease renewals no longer reach the store.
 
     The idempotency key must reach the service, or a repeat runs twice: a
     function (or read-back) that declares an ``idempotency_key`` parameter
@@ -151,6 +156,7 @@ class Tool:
     span_attributes: Mapping[str, str | bool | int | float] | None = None
     key_passed: str | None = None
     commit_window_s: float = DEFAULT_COMMIT_WINDOW_S
+    attempt_timeout_s: float | None = None
     _takes_key: bool = field(init=False, repr=False, compare=False)
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
     _accept_args: _Acceptor | None = field(init=False, repr=False, compare=False)
@@ -172,18 +178,9 @@ class Tool:
         if self.check_with is not None and self.side_effect != "write":
             raise ConfigurationError(f"tool {self.name!r}: check_with is for writes")
         object.__setattr__(self, "next_tools", tuple(self.next_tools))
-        window = self.commit_window_s
-        if (
-            isinstance(window, bool)
-            or not isinstance(window, int | float)
-            or not math.isfinite(window)
-            or window < 0
-        ):
-            raise ConfigurationError(
-                f"tool {self.name!r}: commit_window_s must be a finite number of "
-                f"seconds >= 0, got {window!r}"
-            )
-        object.__setattr__(self, "commit_window_s", float(window))
+        object.__setattr__(self, "commit_window_s", self._seconds("commit_window_s"))
+        if self.attempt_timeout_s is not None:
+            object.__setattr__(self, "attempt_timeout_s", self._seconds("attempt_timeout_s"))
         if not isinstance(self.service, str):
             raise ConfigurationError(f"tool {self.name!r}: service must be a string")
         # The downstream service its retry budget and circuit breaker are kept per.
@@ -202,6 +199,20 @@ class Tool:
         object.__setattr__(self, "_accept_rules", rules)
         object.__setattr__(self, "_accept_args", None if rules is None else _accept_with(*rules))
         object.__setattr__(self, "_check_result", _compile(self.result_schema, "result", self.name))
+
+    def _seconds(self, name: str) -> float:
+        """A declared duration, checked: a finite number of seconds >= 0."""
+        value = getattr(self, name)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ConfigurationError(
+                f"tool {self.name!r}: {name} must be a finite number of seconds >= 0, got {value!r}"
+            )
+        return float(value)
 
     def _check_key_route(self) -> None:
         """An idempotent write must say how its key reaches the service."""
@@ -275,6 +286,7 @@ def tool(
     service: str = "",
     key_passed: str | None = None,
     commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
+    attempt_timeout_s: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a :class:`Tool` (decorator form)."""
 
@@ -296,6 +308,7 @@ def tool(
             service=service,
             key_passed=key_passed,
             commit_window_s=commit_window_s,
+            attempt_timeout_s=attempt_timeout_s,
         )
 
     return declare

@@ -4,7 +4,8 @@ The service is "remote": its state is a SQLite ledger file that each call
 writes in its own transaction, so side effects are real across processes
 and survive a worker killed with SIGKILL. Some requests commit late: the
 client times out at once while the service keeps working and commits up to
-half a second later (a gateway timeout in front of a slow backend). The legacy variant ignores
+half a second later (a gateway timeout in front of a slow backend), plus its wait
+for the ledger (at most ``REQUEST_WAIT_S``, as for every request). The legacy variant ignores
 idempotency keys (each charge request that commits adds a charge row); the
 keyed variant deduplicates by the key the client forwards.
 
@@ -32,6 +33,7 @@ from toolspan.tracer import ToolError
 __all__ = [
     "COMMITTING_FAULTS",
     "FAULTS",
+    "IN_FLIGHT_S",
     "LATE_COMMIT_S",
     "ArmedKill",
     "Ledger",
@@ -48,6 +50,22 @@ COMMITTING_FAULTS: Final = frozenset({"ok", "lost_response", "gateway_error"})
 _THRESHOLDS: Final = (40, 60, 70, 78, 85, 100)
 # The longest a late commit lands after the client timed out (each waits 0.1 s to this).
 LATE_COMMIT_S: Final = 0.5
+# The service's own database timeout: a request (or a late commit) that cannot get
+# the ledger within it fails and commits nothing. Without a bound, a request waiting
+# on a busy ledger under load stayed at the service for up to 30 s, longer than the
+# lease and the commit window the tool declared.
+REQUEST_WAIT_S: Final = 0.5
+# The longest a request is in flight: its wait for the ledger, and half a second for the
+# commit itself (what the tool declares as ``attempt_timeout_s``).
+IN_FLIGHT_S: Final = REQUEST_WAIT_S + 0.5
+# Reads wait as long as they need (a read-back that fails settles nothing).
+_READ_WAIT_S: Final = 30.0
+
+
+class LedgerBusy(Exception):
+    """The ledger stayed locked for longer than the transaction would wait."""
+
+
 # From this attempt on the service behaves, so every action can finish.
 _CALM_FROM_ATTEMPT: Final = 6
 
@@ -91,9 +109,14 @@ class Ledger:
         return self._db
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, wait_s: float = _READ_WAIT_S) -> Iterator[sqlite3.Connection]:
+        """One write transaction, waiting at most ``wait_s`` for the ledger."""
         db = self._connection()
-        db.execute("BEGIN IMMEDIATE")
+        db.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise LedgerBusy(str(exc)) from exc
         try:
             yield db
         except BaseException:
@@ -172,7 +195,14 @@ class LedgerService:
     def charge(self, order_id: str, amount: int, idempotency_key: str | None) -> dict[str, Any]:
         """POST /charges: commits (or, keyed, finds) a charge, then maybe fails anyway."""
         key = idempotency_key if self.honours_keys else None
-        with self.ledger.transaction() as db:
+        try:
+            return self._charge(order_id, amount, key)
+        except LedgerBusy:
+            # Nothing was logged or committed: the attempt count is unchanged too.
+            raise ToolError.from_status(503, "HTTP 503 from the payment service (busy)") from None
+
+    def _charge(self, order_id: str, amount: int, key: str | None) -> dict[str, Any]:
+        with self.ledger.transaction(wait_s=REQUEST_WAIT_S) as db:
             (earlier,) = db.execute(_QUERIES["count_charge_requests"], {"order_id": order_id})
             attempt = int(earlier[0]) + 1
             blocks = self._blocks(order_id, attempt)
@@ -211,9 +241,13 @@ class LedgerService:
         def land() -> None:
             time.sleep(delay_s)
             ledger = Ledger(self.ledger.path)  # a connection of the backend's own
-            with ledger.transaction() as db:
-                self._commit(db, order_id, amount, attempt, key)
-            ledger.close()
+            try:
+                with ledger.transaction(wait_s=REQUEST_WAIT_S) as db:
+                    self._commit(db, order_id, amount, attempt, key)
+            except LedgerBusy:
+                pass  # the backend's own database call timed out: it never commits
+            finally:
+                ledger.close()
 
         # Not a daemon: a worker that finishes its plan waits for its requests to land.
         threading.Thread(target=land, name="late-commit").start()

@@ -26,7 +26,14 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.chaos.fake_service import LATE_COMMIT_S, ArmedKill, KillSwitch, Ledger, LedgerService
+from tests.chaos.fake_service import (
+    IN_FLIGHT_S,
+    LATE_COMMIT_S,
+    ArmedKill,
+    KillSwitch,
+    Ledger,
+    LedgerService,
+)
 from toolspan.tracer import (
     Executor,
     RetryPolicy,
@@ -189,8 +196,10 @@ def charge_tool(service: LedgerService, *, honours_keys: bool) -> Tool:
         key_passed="Idempotency-Key, from current_call()" if honours_keys else None,
         read_back=None if honours_keys else charge_status,
         parameters=CHARGE_PARAMETERS,
-        # The service commits a timed-out request up to LATE_COMMIT_S later.
-        commit_window_s=2 * LATE_COMMIT_S,
+        # A request waits for the ledger and commits within IN_FLIGHT_S; a timed-out
+        # one may commit up to LATE_COMMIT_S after the client gave up, plus that wait.
+        attempt_timeout_s=IN_FLIGHT_S,
+        commit_window_s=LATE_COMMIT_S + IN_FLIGHT_S,
     )
 
 

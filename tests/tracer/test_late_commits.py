@@ -8,7 +8,10 @@ harness found (issue 26) on a service that ignores keys and is settled by read-b
 2. an **in-flight claim across an empty Redis restart**: worker A's charge is at the
    service when Redis comes back empty; worker B sees the loss, reads back, charges;
 3. an **``everysec`` power cut seen first by a newcomer**: the last writes are rolled
-   back (an older AOF restored); a worker new to the store claims first.
+   back (an older AOF restored); a worker new to the store claims first;
+4. a **live owner whose lease lapsed mid-request** (the project's own chaos bench,
+   Redis ``always`` under load 95): worker A's request waits at the service while its
+   renewals cannot reach the store; B takes the key over, reads back, charges.
 
 Each test fails on the code before the fix (a second charge in the ledger).
 """
@@ -167,6 +170,62 @@ def test_a_service_that_never_acts_after_it_answered_is_retried_at_once(
     worker = _worker(spans, tool, SQLiteStore(tmp_path / "store.db", clock=clock), clock)
     assert worker.execute(_charge("c1")).attempts == 2
     assert charges == ["A-1"]
+
+
+# -- 4. a live owner whose lease lapsed while its request was at the service -------------
+
+
+def test_a_request_still_in_flight_when_its_lease_lapsed_is_not_raced(
+    spans: Spans, tmp_path: Path
+) -> None:
+    clock = FakeClock(start=_WALL)
+    charges: list[str] = []
+    seen_by_b: list[str] = []
+
+    def status(order_id: str) -> dict[str, Any] | None:
+        return {"charged": order_id} if order_id in charges else None
+
+    def charge_b(order_id: str) -> dict[str, Any]:
+        charges.append(order_id)
+        return {"charge_id": f"ch-{len(charges)}"}
+
+    def declared(fn: Any) -> Tool:
+        # The client gives a request up after 10 s; the service may act 2 s after that.
+        return Tool(
+            "charge",
+            fn,
+            side_effect="write",
+            read_back=status,
+            commit_window_s=2.0,
+            attempt_timeout_s=10.0,
+        )
+
+    b = _worker(spans, declared(charge_b), SQLiteStore(tmp_path / "store.db", clock=clock), clock)
+
+    def charge_a(order_id: str) -> dict[str, Any]:
+        # A's request waits at the service (a lock, a slow backend) for 6 s, longer than
+        # `lease_s`; A's renewals time out meanwhile (the lease keeper, on the real clock,
+        # never gets to run here). B wants the same action now.
+        clock.advance(6.0)
+        seen_by_b.append(b.execute(_charge("b1")).status)
+        charges.append(order_id)  # then A's request commits
+        return {"charge_id": f"ch-{len(charges)}"}
+
+    a = _worker(spans, declared(charge_a), SQLiteStore(tmp_path / "store.db", clock=clock), clock)
+    assert a.execute(_charge("a1")).status == "succeeded"
+    assert seen_by_b == ["in_progress"]  # before the fix: a takeover, "absent", a charge
+    replayed = b.execute(_charge("b2"))
+    assert (replayed.status, replayed.replayed) == ("succeeded", True)
+    assert charges == ["A-1"]
+
+
+def test_the_lease_outlasts_a_declared_request_and_its_window() -> None:
+    from toolspan.tracer.store import MemoryStore
+
+    guards = Safeguards(store=MemoryStore(), lease_s=5.0)
+    assert guards.lease_for(2.0) == 5.0  # a dead owner's request is covered already
+    assert guards.lease_for(2.0, attempt_timeout_s=10.0) == 12.0
+    assert guards.lease_for(30.0, attempt_timeout_s=1.0) == 45.0
 
 
 # -- 2. an in-flight claim across an empty Redis restart ----------------------------------

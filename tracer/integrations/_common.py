@@ -82,7 +82,9 @@ class Declaration:
     for a tool whose httpx client sends it with
     :func:`~toolspan.tracer.send_idempotency_key`. ``commit_window_s`` is how
     long after an attempt ended the service may still commit it (see
-    :class:`~toolspan.tracer.Tool`; a read-back's "absent" waits it out).
+    :class:`~toolspan.tracer.Tool`; a read-back's "absent" waits it out);
+    ``attempt_timeout_s`` the longest one request is in flight (the client's own
+    timeout), which the key's lease then covers.
     """
 
     side_effect: SideEffect = "write"
@@ -95,6 +97,7 @@ class Declaration:
     schema_version: str | None = None
     key_passed: str | None = None
     commit_window_s: float = DEFAULT_COMMIT_WINDOW_S
+    attempt_timeout_s: float | None = None
 
     @classmethod
     def read(
@@ -125,6 +128,7 @@ class Declaration:
         schema_version: str | None = None,
         key_passed: str | None = None,
         commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
+        attempt_timeout_s: float | None = None,
     ) -> Declaration:
         """A tool that changes state; repeated only under a key its service honours."""
         if step is not None and not idempotent:
@@ -140,6 +144,7 @@ class Declaration:
             schema_version=schema_version,
             key_passed=key_passed,
             commit_window_s=commit_window_s,
+            attempt_timeout_s=attempt_timeout_s,
         )
 
 
@@ -189,6 +194,7 @@ class Declarations:
                     schema_version=declared.schema_version,
                     key_passed=declared.key_route,
                     commit_window_s=declared.commit_window_s,
+                    attempt_timeout_s=declared.attempt_timeout_s,
                 )
                 for declared in tools
             },
@@ -250,6 +256,7 @@ class Declarations:
             span_attributes=span_attributes,
             key_passed=key_passed,
             commit_window_s=declared.commit_window_s,
+            attempt_timeout_s=declared.attempt_timeout_s,
         )
 
     def key(

@@ -442,6 +442,8 @@ class McpProxy:
             service=self.service,
             read_back=read_back,
             commit_window_s=commit_window_s,
+            # The proxy gives an upstream call up after this: its key's lease covers it.
+            attempt_timeout_s=max(config.timeout_s, config.startup_timeout_s),
         )
 
     def _caller(self, name: str) -> Callable[..., Awaitable[Any]]:
