@@ -11,8 +11,8 @@ STAMP := $(VENV)/.installed
 demo: setup ## Set up, regenerate sample traces, print findings, then toolspan serve live: the agents export to it over OTLP and the dashboard fills up
 	$(BIN)/python -m sample_traces
 
-test: setup system-deps lint typecheck ## Set up and run the whole suite
-	$(BIN)/pytest
+test: setup system-deps lint typecheck ## Set up and run the whole suite (on every core)
+	$(BIN)/pytest -n auto --dist worksteal
 
 setup: $(STAMP)
 

@@ -134,7 +134,7 @@ def _views(az: Analyzer) -> dict[str, list[tuple[object, ...]]]:
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     order=st.permutations(range(len(_MIXED))),

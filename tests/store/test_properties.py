@@ -246,7 +246,7 @@ def _one_memory_store(store_type: type[MemoryStore] = MemoryStore) -> Callable[[
 
 
 def test_memory_interleavings_never_duplicate_side_effects() -> None:
-    _check(_one_memory_store(), examples=300)
+    _check(_one_memory_store(), examples=200)
 
 
 def test_sqlite_interleavings_never_duplicate_side_effects(tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def test_sqlite_interleavings_never_duplicate_side_effects(tmp_path: Path) -> No
         path = tmp_path / f"{uuid.uuid4().hex}.db"
         return lambda clock: SQLiteStore(path, clock=clock)
 
-    _check(new_backend, examples=100)
+    _check(new_backend, examples=50)
 
 
 @pytest.mark.slow
@@ -265,7 +265,7 @@ def test_redis_interleavings_never_duplicate_side_effects(redis_server: RedisSer
         prefix = f"prop-{uuid.uuid4().hex}:"
         return lambda clock: RedisStore(redis_server.url, prefix=prefix, clock=clock)
 
-    _check(new_backend, examples=100)
+    _check(new_backend, examples=50)
 
 
 class CarelessRelease(MemoryStore):

@@ -108,7 +108,7 @@ def validator_accepts(schema: dict[str, Any], instance: dict[str, Any]) -> bool:
     return True
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(schemas, instances)
 def test_the_verdict_is_always_the_validators(schema: dict[str, Any], instance: Any) -> None:
     try:
@@ -215,7 +215,7 @@ def fitting(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({}, optional=fields)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(redaction_schemas, st.data())
 def test_the_fused_check_agrees_with_the_quick_accept_and_the_redactor(
     schema: dict[str, Any], data: st.DataObject
