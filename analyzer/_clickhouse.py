@@ -249,42 +249,50 @@ def canonical_json_sql(column: str, depth: int = CANONICAL_DEPTH) -> str:
     ``1e-7``); text that is not JSON stays as it is. Objects and arrays deeper
     than ``depth`` keep their inner key order.
 
-    ClickHouse's JSON functions write an integral double as an integer (2.0 as
-    ``2``), which orjson does not: numbers with a fraction or an exponent are
-    first turned into marked strings outside the text's own strings, and
-    printed back as floats."""
+    Three steps, so that only a short one repeats per level (ClickHouse's
+    planning time grows with the expression's length, and was seconds when
+    every level re-escaped its strings and printed its floats):
+
+    1. ClickHouse's JSON functions write an integral double as an integer (2.0
+       as ``2``), which orjson does not: numbers with a fraction or an exponent
+       are turned into marked strings (string values that could be read as
+       marks are marked as strings);
+    2. keys sorted, ``depth`` levels deep, every key and leaf written as
+       ClickHouse writes it;
+    3. once over the result's string tokens: marks undone (floats printed as
+       Python does) and escapes written as orjson does."""
     text = f"ifNull({column}, '')"
-    marked = (
-        f"arrayStringConcat(arrayMap(tok -> if(startsWith(tok, '\"'), tok, "
-        f"replaceRegexpAll(tok, {_sql(_JSON_FLOAT)}, {_sql(_FLOAT_MARK)})), "
-        f"extractAll({text}, {_sql(_JSON_TOKEN)})))"
+    top = f"p{depth + 1}"
+    ordered = _once(top, f"JSONExtractRaw({_marked_sql(text)})", _sorted_sql(top, depth))
+    return (
+        f"if({column} IS NULL, NULL, if(isValidJSON({text}), "
+        f"{_once('c', ordered, _orjson_text_sql('c'))}, {text}))"
     )
-    canonical = _canonical_value(f"JSONExtractRaw({marked})", depth)
-    return f"if({column} IS NULL, NULL, if(isValidJSON({text}), {canonical}, {text}))"
 
 
 # Regular expressions (RE2) and replacements as ClickHouse receives them.
 # A JSON string token, or a run of anything else (numbers, punctuation, space).
 _JSON_TOKEN = r'"(?:[^"\\]|\\.)*"|[^"]+'  # noqa: S105 (a regular expression)
 # A number with a fraction or an exponent (a double to orjson), and its mark:
-# a string "\u0001f<number>".
+# a string "\u0001f<number>". A string value of the text's own that starts with
+# U+0001 gets an "s" after it, so that it cannot be read as a mark, and loses it
+# at the end. Keys never: they are sorted in between, and never marks.
 _JSON_FLOAT = r"(-?[0-9]+(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))"
 _FLOAT_MARK = r'"\\u0001f\1"'
-_MARKED_FLOAT = r'"\\u0001f([^"]*)"'
-_GROUP_1 = r"\1"
+_MARKED = '"\\u0001'  # how ClickHouse writes the start of such a string
+_AFTER_MARK = len(_MARKED) + 1  # where "f" or "s" is
+# What follows a key: a colon, after JSON's spaces.
+_BEFORE_COLON = r"^[ \t\n\r]*:"
 _ZEROS_AFTER_POINT = r"^0\.0*"
 _PLUS_EXPONENT = r"e+\1"
+# One piece of a JSON string token: an escape (\uXXXX or \ and a character) or
+# a run without backslashes. Taken in order, so that after an escaped backslash
+# "u2028" is text, not an escape.
+_STRING_PIECE = r"\\u[0-9A-Fa-f]{4}|\\.|[^\\]+"
 # Where ClickHouse's JSON strings differ from orjson's: it escapes U+2028 and
 # U+2029 (orjson writes them as they are), and writes \u001F where orjson
-# writes \u001f. The first two are kept out of toJSONString (the text is split
-# at them and they are put back as they are): replacing "\u2028" in its output
-# also hit an escaped backslash followed by the character. (A text that spells
-# out a backslash and "u001F" itself would still be changed; no tool argument
-# does that.)
-_LINE_SEPARATORS = ("\u2028", "\u2029")
-_JSON_STRING_FIXES = tuple(
-    (f"\\u00{code:02X}", f"\\u00{code:02x}") for code in range(0x0A, 0x20) if code % 16 > 9
-)
+# writes \u001f.
+_LINE_SEPARATORS = (("\\u2028", "\u2028"), ("\\u2029", "\u2029"))
 
 
 def _sql(text: str) -> str:
@@ -292,86 +300,107 @@ def _sql(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _canonical_value(raw: str, depth: int) -> str:
-    if depth == 0:  # as written (compacted), marks undone
-        return f"replaceRegexpAll({raw}, {_sql(_MARKED_FLOAT)}, {_sql(_GROUP_1)})"
+def _once(name: str, value: str, body: str) -> str:
+    """``body`` with ``name`` bound to ``value``: written once, evaluated once."""
+    return f"arrayMap({name} -> {body}, [{value}])[1]"
+
+
+def _by_token_sql(text: str, body: str) -> str:
+    """``text``'s JSON tokens, each replaced by ``body`` (of ``tok``, and of
+    ``next``, the token after it or '')."""
+    tokens = f"extractAll({text}, {_sql(_JSON_TOKEN)})"
+    each = (
+        f"arrayStringConcat(arrayMap((tok, next) -> {body}, "
+        f"toks, arrayResize(arrayPopFront(toks), length(toks), '')))"
+    )
+    return _once("toks", tokens, each)
+
+
+def _marked_sql(text: str) -> str:
+    """Step 1: the JSON ``text`` with its floats marked (and its string values
+    that start with U+0001 told apart)."""
+    return _by_token_sql(
+        text,
+        f"multiIf(NOT startsWith(tok, '\"'), "
+        f"replaceRegexpAll(tok, {_sql(_JSON_FLOAT)}, {_sql(_FLOAT_MARK)}), "
+        f"startsWith(tok, {_sql(_MARKED)}) AND NOT match(next, {_sql(_BEFORE_COLON)}), "
+        f"concat({_sql(_MARKED + 's')}, substring(tok, {_AFTER_MARK})), tok)",
+    )
+
+
+def _sorted_sql(raw: str, depth: int) -> str:
+    """Step 2: the JSON value ``raw`` (a name) compacted, keys sorted ``depth``
+    levels deep; keys, strings and numbers as ClickHouse writes them."""
+    if depth == 0:
+        return raw
     item = f"p{depth}"
     kind = f"JSONType({raw})"
     children = (
         f"if({kind} = 'Object', "
-        f"arrayMap(kv -> (concat({_json_string_sql('kv.1')}, ':'), kv.2), "
+        f"arrayMap(kv -> (concat(toJSONString(kv.1), ':'), kv.2), "
         f"arraySort(kv -> kv.1, JSONExtractKeysAndValuesRaw({raw}))), "
         f"arrayMap(e -> ('', e), JSONExtractArrayRaw({raw})))"
     )
-    nested = (
-        f"concat(if({kind} = 'Object', '{{', '['), arrayStringConcat(arrayMap({item} -> "
-        f"concat({item}.1, {_canonical_value(f'{item}.2', depth - 1)}), {children}), ','), "
-        f"if({kind} = 'Object', '}}', ']'))"
-    )
-    string = f"JSONExtractString({raw})"
     return (
-        f"multiIf({kind} IN ('Object', 'Array'), {nested}, "
-        f"{kind} = 'String' AND startsWith({string}, concat(char(1), 'f')), "
-        f"{_python_float_sql(f'toFloat64OrZero(substring({string}, 3))')}, "
-        f"{kind} = 'String', {_json_string_sql(string)}, "
-        f"{raw})"
+        f"if({kind} IN ('Object', 'Array'), "
+        f"concat(if({kind} = 'Object', '{{', '['), arrayStringConcat(arrayMap({item} -> "
+        f"concat({item}.1, {_sorted_sql(f'{item}.2', depth - 1)}), {children}), ','), "
+        f"if({kind} = 'Object', '}}', ']')), {raw})"
     )
 
 
-def _json_string_sql(value: str) -> str:
-    plain = _escaped_sql(f"toJSONString({value})")
-    # The text between line separators, escaped without its quotes, joined
-    # again by the separators themselves.
-    inner = "substring(j, 2, length(j) - 2)"
-    pieces = f"arrayMap(j -> {_escaped_sql(inner)}, arrayMap(x -> toJSONString(x), {{parts}}))"
-    second = (
-        f"arrayStringConcat({pieces.format(parts=_split_sql('a', 1))}, {_sql(_LINE_SEPARATORS[1])})"
+def _orjson_text_sql(text: str) -> str:
+    """Step 3: the compact JSON ``text`` (a name) with its marks undone and its
+    strings as orjson writes them. A string followed by ':' is a key, never
+    marked. Text without a backslash has neither marks nor escapes."""
+    marked = f"NOT startsWith(next, ':') AND startsWith(tok, {_sql(_MARKED)})"
+    number = f"substring(tok, {_AFTER_MARK + 1}, length(tok) - {_AFTER_MARK + 1})"
+    string = f"if({marked}, concat({_sql(_MARKED)}, substring(tok, {_AFTER_MARK + 1})), tok)"
+    each = (
+        f"multiIf(NOT startsWith(tok, '\"') OR position(tok, '\\\\') = 0, tok, "
+        f"{marked} AND substring(tok, {_AFTER_MARK}, 1) = 'f', "
+        f"{_python_float_sql(f'toFloat64OrZero({number})')}, "
+        f"{_orjson_escapes_sql(string)})"
     )
-    first = (
-        f"arrayStringConcat(arrayMap(a -> {second}, {_split_sql(value, 0)}), "
-        f"{_sql(_LINE_SEPARATORS[0])})"
+    return f"if(position({text}, '\\\\') = 0, {text}, {_by_token_sql(text, each)})"
+
+
+def _orjson_escapes_sql(token: str) -> str:
+    """A JSON string token as ClickHouse writes it, as orjson does: U+2028 and
+    U+2029 unescaped, other \\u escapes in lowercase hex."""
+    unescaped = ", ".join(
+        f"piece = {_sql(escape)}, {_sql(sep)}" for escape, sep in _LINE_SEPARATORS
     )
-    separated = " OR ".join(f"position({value}, {_sql(sep)}) > 0" for sep in _LINE_SEPARATORS)
-    return f"if({separated}, concat('\"', {first}, '\"'), {plain})"
-
-
-def _split_sql(value: str, which: int) -> str:
-    return f"splitByString({_sql(_LINE_SEPARATORS[which])}, {value})"
-
-
-def _escaped_sql(escaped: str) -> str:
-    for written, wanted in _JSON_STRING_FIXES:
-        escaped = f"replaceAll({escaped}, {_sql(written)}, {_sql(wanted)})"
-    return escaped
+    return (
+        f"arrayStringConcat(arrayMap(piece -> multiIf({unescaped}, "
+        f"startsWith(piece, '\\\\u'), lower(piece), piece), "
+        f"extractAll({token}, {_sql(_STRING_PIECE)})))"
+    )
 
 
 def _python_float_sql(value: str) -> str:
     """orjson's text of a double: positional with a ``.0`` from 1e-5 up to 1e16,
     ``1e+16`` / ``1.5e-7`` style outside. ClickHouse prints the same shortest
-    digits, positional up to 1e21. The lambda evaluates ``value`` once."""
-    text = "toString(f)"
-    unsigned = f"replaceRegexpOne({text}, '^-', '')"
-    sign = "if(f < 0, '-', '')"
-    big_digits = f"trimRight({unsigned}, '0')"
-    big = (
-        f"concat({sign}, substring({big_digits}, 1, 1), "
-        f"if(length({big_digits}) > 1, concat('.', substring({big_digits}, 2)), ''), "
-        f"'e+', toString(length({unsigned}) - 1))"
+    digits, positional up to 1e21. Each part is bound once (``_once``): ``f``
+    the double, ``s`` ClickHouse's text of it, ``u`` that without its sign,
+    ``d`` its significant digits where orjson writes an exponent."""
+    big = "abs(f) >= 1e16"
+    digits = f"if({big}, trimRight(u, '0'), replaceRegexpOne(u, {_sql(_ZEROS_AFTER_POINT)}, ''))"
+    exponent = (
+        f"if({big}, concat('e+', toString(length(u) - 1)), "
+        f"concat('e-', toString(length(u) - length(d) - 1)))"
     )
-    small_digits = f"replaceRegexpOne({unsigned}, {_sql(_ZEROS_AFTER_POINT)}, '')"
-    small = (
-        f"concat({sign}, substring({small_digits}, 1, 1), "
-        f"if(length({small_digits}) > 1, concat('.', substring({small_digits}, 2)), ''), "
-        f"'e-', toString(length({unsigned}) - length({small_digits}) - 1))"
+    scientific = (
+        f"concat(if(f < 0, '-', ''), substring(d, 1, 1), "
+        f"if(length(d) > 1, concat('.', substring(d, 2)), ''), {exponent})"
     )
     formatted = (
-        f"multiIf(position({text}, 'e') > 0, "
-        f"replaceRegexpOne({text}, 'e([0-9])', {_sql(_PLUS_EXPONENT)}), "
-        f"abs(f) >= 1e16, {big}, "
-        f"abs(f) < 1e-5 AND f != 0, {small}, "
-        f"position({text}, '.') > 0, {text}, concat({text}, '.0'))"
+        f"multiIf(position(s, 'e') > 0, replaceRegexpOne(s, 'e([0-9])', {_sql(_PLUS_EXPONENT)}), "
+        f"{big} OR (abs(f) < 1e-5 AND f != 0), {scientific}, "
+        f"position(s, '.') > 0, s, concat(s, '.0'))"
     )
-    return f"arrayMap(f -> {formatted}, [{value}])[1]"
+    unsigned = _once("u", "replaceRegexpOne(s, '^-', '')", _once("d", digits, formatted))
+    return _once("f", value, _once("s", "toString(f)", unsigned))
 
 
 class ClickHouseAnalyzer:
