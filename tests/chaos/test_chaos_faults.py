@@ -24,7 +24,9 @@ from toolspan.tracer.store import SQLiteStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-FAULTS = Faults(kill_every_s=0.2, restarts=1, outages=1, outage_s=1.0)
+# Two seconds of outage: the longer holds of a read-back-only service (its declared
+# windows) leave workers idle for up to 1.5 s, and the outage must meet their writes.
+FAULTS = Faults(kill_every_s=0.2, restarts=1, outages=1, outage_s=2.0)
 
 
 def _assert_exactly_once(run: FaultRun, scenario: Scenario) -> dict[str, object]:
