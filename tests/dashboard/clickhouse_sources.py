@@ -58,8 +58,10 @@ def load_duckdb(db_path: Path, paths: list[Path]) -> Path:
 
 def load_chdb(client: Any, database: str, paths: list[Path], layout: str = "map") -> int:
     """Create ``database.otel_traces`` as the exporter does (its Map or JSON
-    attribute layout) and fill it."""
-    client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+    attribute layout) and fill it. Made afresh: a module fixture set up again in the
+    same process (pytest-xdist may split a module between workers) must not append."""
+    client.command(f"DROP DATABASE IF EXISTS {database}")
+    client.command(f"CREATE DATABASE {database}")
     clickhouse_otel.create_table(client, f"{database}.otel_traces", layout)
     rows = clickhouse_otel.rows_from_files(resolve(paths), layout)
     clickhouse_otel.insert_rows(client, rows, f"{database}.otel_traces", layout)
