@@ -12,7 +12,8 @@ demo: setup ## Set up, regenerate sample traces, print findings, then toolspan s
 	$(BIN)/python -m sample_traces
 
 test: setup system-deps lint typecheck ## Set up and run the whole suite (on every core)
-	$(BIN)/pytest -n auto --dist worksteal
+	$(BIN)/pytest -n auto --dist worksteal -m "not serial"
+	$(BIN)/pytest -m serial
 
 setup: $(STAMP)
 

@@ -16,6 +16,9 @@ from .conftest import findings, http_url, send_writes
 pytestmark = pytest.mark.slow
 
 
+# Serial: in the parallel run (2 cores, the other worker busy) the line did not appear
+# within 60 s twice, while alone it takes about 14 s; not yet understood.
+@pytest.mark.serial
 def test_a_new_finding_appears_without_a_reload(serve):
     from playwright.sync_api import sync_playwright
 
