@@ -19,7 +19,8 @@ from PIL import Image
 from ..services import free_port, stop_process
 from .traces import write_traces
 
-pytestmark = pytest.mark.slow
+# Serial: in the parallel run a page waited on a busy core past its timeouts.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 CHROMIUM_ARGS = [
     "--no-sandbox",

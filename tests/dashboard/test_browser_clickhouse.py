@@ -17,7 +17,8 @@ from ..services import free_port, stop_process
 from .test_browser import CHROMIUM_ARGS, wait_for_url
 
 pytest.importorskip("chdb")
-pytestmark = pytest.mark.slow
+# Serial: in the parallel run a page waited on a busy core past its timeouts.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
 # chDB holds one data directory per process: the table is filled by a child

@@ -32,7 +32,8 @@ from toolspan.tracer.testing import FakeClock
 from ..services import free_port, stop_process
 from .test_browser import CHROMIUM_ARGS, wait_for_url
 
-pytestmark = pytest.mark.slow
+# Serial: in the parallel run a page waited on a busy core past its timeouts.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = ("openai", "anthropic", "openai_responses", "mcp")
