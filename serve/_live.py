@@ -98,20 +98,27 @@ class LiveAnalyser:
         self._spans = 0
         self._snapshot_number = 0
         self._next_snapshot = 0.0
+        self._unpublished = False  # ingested data the dashboard's copy lacks
         self.error: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> LiveAnalyser:
         """Open the database (raises if it cannot) and start following the spool."""
+        self.open()
+        self._thread = threading.Thread(target=self._run, name="toolspan-analyse", daemon=True)
+        self._thread.start()
+        return self
+
+    def open(self) -> LiveAnalyser:
+        """Open the database and publish the first copy; :meth:`cycle` then
+        runs one pass (``start`` runs them on a thread)."""
         self._analyzer = Analyzer(self._db_path)
         if self._write_tools:
             self._analyzer.set_write_tools(self._write_tools)
         if self._snapshots is not None:
             self._snapshots.mkdir(parents=True, exist_ok=True)
             self._publish(force=True)  # the dashboard opens a copy from its start
-        self._thread = threading.Thread(target=self._run, name="toolspan-analyse", daemon=True)
-        self._thread.start()
         return self
 
     def stop(self) -> None:
@@ -244,14 +251,20 @@ class LiveAnalyser:
         }
 
     def _publish(self, *, force: bool) -> None:
-        """A fresh copy of the database for the dashboard, at most so often."""
+        """A fresh copy of the database for the dashboard, at most so often.
+
+        ``force`` (new data) is remembered when the interval defers it: the
+        next pass publishes, even if nothing more arrives (else the last
+        ingest of a burst would never reach the dashboard)."""
         if self._snapshots is None:
             return
-        now = time.monotonic()
-        if now < self._next_snapshot or not (force or self._snapshot_number == 0):
+        self._unpublished = self._unpublished or force or self._snapshot_number == 0
+        now = self._clock()
+        if not self._unpublished or now < self._next_snapshot:
             return
+        self._unpublished = False
         assert self._analyzer is not None
-        started = time.monotonic()
+        started = self._clock()
         with self._lock:
             self._analyzer.checkpoint()
             self._snapshot_number += 1
@@ -259,7 +272,7 @@ class LiveAnalyser:
             partial = target.with_suffix(".partial")
             shutil.copyfile(self._db_path, partial)
         partial.replace(target)
-        spent = time.monotonic() - started
+        spent = self._clock() - started
         # A big database is copied less often: at most a fifth of the time copying.
         self._next_snapshot = now + max(1.0, 5 * spent)
         status = {

@@ -16,8 +16,9 @@ from .conftest import findings, http_url, send_writes
 pytestmark = pytest.mark.slow
 
 
-# Serial: in the parallel run (2 cores, the other worker busy) the line did not appear
-# within 60 s twice, while alone it takes about 14 s; not yet understood.
+# Serial, like every browser test: a page on a busy core misses its timeouts.
+# (It failed alone in CI too: the analyser dropped the copy of the second call's
+# ingest when it came within a second of the first; see test_live_ingest.)
 @pytest.mark.serial
 def test_a_new_finding_appears_without_a_reload(serve):
     from playwright.sync_api import sync_playwright

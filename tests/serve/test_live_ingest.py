@@ -65,3 +65,50 @@ def test_a_damaged_spool_line_is_reported_with_file_and_line_and_the_rest_is_kep
     again: list[str] = []
     assert _analyse(directory, again) == 9
     assert not [entry for entry in again if "skipped" in entry]
+
+
+def test_the_last_ingest_of_a_burst_reaches_the_dashboard_once_the_interval_allows(
+    tmp_path: Path,
+) -> None:
+    """A copy is published at most once a second; data ingested inside that
+    second is published by a later pass even if nothing more arrives (it was
+    dropped: the dashboard never showed a duplicate write whose second call
+    arrived just after the first)."""
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+
+    from .conftest import send_writes
+
+    exported = tmp_path / "spans.jsonl"
+    send_writes(FileSpanExporter(path=exported), "conv-burst")
+    lines = exported.read_bytes().splitlines()
+    spool = Spool(tmp_path / "spool").open()
+    now = [0.0]
+    snapshots = tmp_path / "snapshots"
+    analyser = LiveAnalyser(
+        spool, tmp_path / "db.duckdb", snapshots=snapshots, seal_age_s=0, clock=lambda: now[0]
+    ).open()
+
+    def status() -> dict[str, Any]:
+        return dict(orjson.loads((snapshots / "status").read_bytes()))
+
+    def ingest(at: float, chunk: list[bytes]) -> None:
+        for line in chunk:
+            spool.append(line, 1).result(10)
+        now[0] = at
+        assert analyser.cycle()
+
+    try:
+        ingest(5.0, lines[:1])
+        assert status()["version"] == 2 and not status()["new_findings"]
+        ingest(5.5, lines[1:])  # the duplicate write completes, inside the second
+        assert status()["version"] == 2
+        now[0] = 7.0
+        assert not analyser.cycle()  # nothing new to ingest, but unpublished data
+        assert status()["version"] == 3
+        assert [f["kind"] for f in status()["new_findings"]] == ["duplicate_write"]
+        now[0] = 9.0
+        analyser.cycle()
+        assert status()["version"] == 3  # nothing new: no copy
+    finally:
+        analyser.stop()
+        spool.close()
