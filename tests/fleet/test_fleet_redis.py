@@ -273,6 +273,9 @@ def summary(plan: Plan, logs: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+# Serial: it measures the fleet's request rate after recovery against its healthy
+# rate, which the other tests' load on 2 cores skews (it failed so under xdist).
+@pytest.mark.serial
 def test_a_fleet_sharing_budget_and_breaker_sheds_the_retry_storm(tmp_path: Path) -> None:
     with RedisServer() as server:
         bare_plan, bare_logs = run_fleet(server.url, tmp_path, protected=False)
