@@ -269,6 +269,13 @@ class Analyzer:
         row = self._execute(_statement("session", "spilled_bytes")).fetchone()
         return int(row[0]) if row else 0
 
+    def defer_checkpoints(self) -> None:
+        """Checkpoint only when the write-ahead log passes 256 MB or
+        :meth:`checkpoint` is called: for a caller that ingests small batches
+        often and checkpoints when it is idle (``toolspan serve``). Committed
+        rows are as durable either way (the log is replayed on open)."""
+        self._execute(_statement("session", "defer_checkpoints"))
+
     def checkpoint(self) -> None:
         """Merge the write-ahead log into the database file: the file alone then
         holds every committed row (and can be copied)."""

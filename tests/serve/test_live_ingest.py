@@ -112,3 +112,27 @@ def test_the_last_ingest_of_a_burst_reaches_the_dashboard_once_the_interval_allo
     finally:
         analyser.stop()
         spool.close()
+
+
+def test_the_write_ahead_log_is_merged_once_the_analyser_is_idle(tmp_path: Path) -> None:
+    """Passes commit to the write-ahead log (a checkpoint per pass cost 30% of
+    the ingest); once the spool is caught up the analyser checkpoints, so a
+    restart replays little and the file alone holds the rows."""
+    import time
+
+    spool = Spool(tmp_path / "spool").open()
+    database = tmp_path / "live.duckdb"
+    analyser = LiveAnalyser(spool, database, seal_age_s=0, interval_s=0.05).start()
+    wal = database.with_name(database.name + ".wal")
+    try:
+        spool.append(_line(1, 50), 50).result(10)
+        deadline = time.monotonic() + 30
+        while analyser.summary()["summary"]["calls"] < 50:
+            assert time.monotonic() < deadline, "not ingested within 30 s"
+            time.sleep(0.05)
+        while wal.exists() and wal.stat().st_size:
+            assert time.monotonic() < deadline, "the log was not merged within 30 s"
+            time.sleep(0.05)
+    finally:
+        analyser.stop()
+        spool.close()
