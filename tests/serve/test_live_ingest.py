@@ -4,13 +4,17 @@ valid span around it is kept, and a restart reads nothing twice."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 
 from toolspan.serve._live import LiveAnalyser
 from toolspan.serve._spool import Spool
+
+from .conftest import send_writes
 
 
 def _line(trace: int, spans: int) -> bytes:
@@ -74,10 +78,6 @@ def test_the_last_ingest_of_a_burst_reaches_the_dashboard_once_the_interval_allo
     second is published by a later pass even if nothing more arrives (it was
     dropped: the dashboard never showed a duplicate write whose second call
     arrived just after the first)."""
-    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
-
-    from .conftest import send_writes
-
     exported = tmp_path / "spans.jsonl"
     send_writes(FileSpanExporter(path=exported), "conv-burst")
     lines = exported.read_bytes().splitlines()
@@ -118,8 +118,6 @@ def test_the_write_ahead_log_is_merged_once_the_analyser_is_idle(tmp_path: Path)
     """Passes commit to the write-ahead log (a checkpoint per pass cost 30% of
     the ingest); once the spool is caught up the analyser checkpoints, so a
     restart replays little and the file alone holds the rows."""
-    import time
-
     spool = Spool(tmp_path / "spool").open()
     database = tmp_path / "live.duckdb"
     analyser = LiveAnalyser(spool, database, seal_age_s=0, interval_s=0.05).start()
