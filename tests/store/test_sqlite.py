@@ -10,6 +10,7 @@ import pytest
 from tests.store.conftest import FakeClock
 from toolspan.tracer import ConfigurationError, ToolspanError
 from toolspan.tracer.store import SQLiteStore, StoreError
+from toolspan.tracer.store._sqlite import enter_wal_mode
 
 
 def test_the_file_is_in_wal_mode_with_a_versioned_schema(tmp_path: Path) -> None:
@@ -17,6 +18,49 @@ def test_the_file_is_in_wal_mode_with_a_versioned_schema(tmp_path: Path) -> None
     with sqlite3.connect(tmp_path / "s.db") as raw:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert raw.execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+class OtherOpener:
+    """A second connection that holds the new file's shared lock until told to go."""
+
+    def __init__(self, path: Path) -> None:
+        self.connection = sqlite3.connect(path, isolation_level=None)
+        self.connection.execute("CREATE TABLE t (x)")
+        self.connection.execute("BEGIN")
+        self.connection.execute("SELECT * FROM t").fetchall()
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_entering_wal_mode_waits_for_another_opener(tmp_path: Path) -> None:
+    other = OtherOpener(tmp_path / "s.db")
+    # timeout=0: no busy handler, so each try fails at once, as when openers race
+    ours = sqlite3.connect(tmp_path / "s.db", timeout=0, isolation_level=None)
+
+    def sleep(seconds: float) -> None:
+        other.sleep(seconds)
+        if len(other.sleeps) == 3:
+            other.connection.execute("COMMIT")
+
+    enter_wal_mode(ours, 5.0, sleep=sleep, monotonic=other.monotonic)
+    assert ours.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert other.sleeps == [0.001, 0.002, 0.004]
+
+
+def test_entering_wal_mode_gives_up_at_its_timeout(tmp_path: Path) -> None:
+    other = OtherOpener(tmp_path / "s.db")
+    ours = sqlite3.connect(tmp_path / "s.db", timeout=0, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        enter_wal_mode(ours, 1.0, sleep=other.sleep, monotonic=other.monotonic)
+    assert 1.0 <= sum(other.sleeps) < 1.05
+    assert max(other.sleeps) == 0.05
 
 
 def test_records_survive_reopening(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from ..._sql import load_statements
 from ._fleet import (
@@ -30,9 +29,7 @@ from ._fleet import (
     trips,
 )
 from ._protocol import StoreError
-
-if TYPE_CHECKING:
-    from ._sqlite import SQLiteStore
+from ._sqlite import SQLiteStore, enter_wal_mode
 
 __all__ = ["SQLiteFleet"]
 
@@ -62,7 +59,7 @@ class SQLiteFleet:
                     self._path, timeout=self._timeout_s, isolation_level=None,
                     check_same_thread=False,
                 )  # fmt: skip
-                connection.execute(_QUERIES["wal_mode"])
+                enter_wal_mode(connection, self._timeout_s)
                 connection.execute(_QUERIES["no_commit_fsync"])
                 connection.execute(_QUERIES["begin"])
                 for name in _SCHEMA:

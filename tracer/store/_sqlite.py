@@ -36,6 +36,32 @@ _PURGE_EVERY_S = 60.0
 _INHERITED: list[sqlite3.Connection] = []
 
 
+def enter_wal_mode(
+    connection: sqlite3.Connection,
+    timeout_s: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> None:
+    """Put the file in WAL mode, waiting up to ``timeout_s`` for other openers.
+
+    Processes that open a new file at once race to change its journal mode. SQLite
+    answers the losers ``database is locked`` at once, without its busy handler (each
+    holds the shared lock the other would need to give up), so the wait is done here.
+    """
+    deadline = monotonic() + timeout_s
+    delay = 0.001
+    while True:
+        try:
+            connection.execute(_QUERIES["wal_mode"])
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or monotonic() >= deadline:
+                raise
+        sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
 @dataclass(frozen=True)
 class _ProcessConnection:
     pid: int
@@ -92,7 +118,7 @@ class SQLiteStore(RuleStore):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the SQLite store {self._path!r}: {exc}") from exc
         try:
-            connection.execute(_QUERIES["wal_mode"])
+            enter_wal_mode(connection, self._busy_timeout_s)
             connection.execute(_QUERIES["full_sync"])
             version = connection.execute(_QUERIES["schema_version"]).fetchone()[0]
             if version == 0:

@@ -3,9 +3,6 @@
 -- epoch seconds from the store's clock; a window ending at :now holds the events with
 -- :now - window_s < at <= :now.
 
--- name: wal_mode
-PRAGMA journal_mode=WAL;
-
 -- name: no_commit_fsync
 -- In WAL mode, NORMAL syncs at checkpoints only: window counters need no fsync per commit.
 PRAGMA synchronous=NORMAL;
