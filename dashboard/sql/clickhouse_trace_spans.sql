@@ -5,10 +5,25 @@
 -- everything under them, the spans above them, and the model and agent spans
 -- since the previous tool call of the trace ended.
 WITH RECURSIVE
-trace_spans AS (
-    SELECT span_id, parent_span_id, name, start_time, end_time, duration_ms,
-        status_code, status_message
+-- The trace's spans, its calls and its attempts' ids are each read once, as the
+-- value of a scalar subquery (computed once per query): a CTE is read again at
+-- every reference, the recursion's levels included (0.27 -> 0.06 s a trace on
+-- 10M spans).
+(
+    SELECT groupArray((span_id, parent_span_id, name, start_time, end_time, duration_ms,
+        status_code, status_message))
     FROM ($spans_of_trace)
+) AS trace_span_rows,
+(
+    SELECT groupArray((span_id, start_time, end_time, request_id, turn_id))
+    FROM tool_calls
+    WHERE trace_id = {trace_id:String}
+) AS trace_call_rows,
+(SELECT groupArray(span_id) FROM attempts WHERE trace_id = {trace_id:String}) AS attempt_ids,
+trace_spans AS (
+    SELECT r.1 AS span_id, r.2 AS parent_span_id, r.3 AS name, r.4 AS start_time,
+        r.5 AS end_time, r.6 AS duration_ms, r.7 AS status_code, r.8 AS status_message
+    FROM (SELECT arrayJoin(trace_span_rows) AS r)
 ),
 tree AS (
     SELECT
@@ -32,9 +47,8 @@ tree AS (
     WHERE t.depth < 64
 ),
 trace_calls AS (
-    SELECT span_id, start_time, end_time, request_id, turn_id
-    FROM tool_calls
-    WHERE trace_id = {trace_id:String}
+    SELECT r.1 AS span_id, r.2 AS start_time, r.3 AS end_time, r.4 AS request_id, r.5 AS turn_id
+    FROM (SELECT arrayJoin(trace_call_rows) AS r)
 ),
 scope_calls AS (
     SELECT span_id, start_time, end_time
@@ -68,7 +82,7 @@ labelled AS (
         t.sort_path AS sort_path,
         multiIf(
             s.span_id IN (SELECT span_id FROM trace_calls), 'tool',
-            s.span_id IN (SELECT span_id FROM attempts WHERE trace_id = {trace_id:String}), 'attempt',
+            has(attempt_ids, s.span_id), 'attempt',
             match(lower(s.name), '^(chat|text_completion|generate_content|llm)\\b'), 'model',
             match(lower(s.name), '^(invoke_agent|create_agent|agent)\\b'), 'agent',
             'other') AS category
