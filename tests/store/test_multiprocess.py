@@ -44,6 +44,19 @@ class Location:
 def race(
     worker: int, store: CheckedStore | None, location: Location, barrier: Any, results: Any
 ) -> None:
+    """:func:`claim_all`; a worker that fails says why at once, and breaks the barrier
+    so that the others stop too (instead of the parent waiting out its timeout)."""
+    try:
+        claim_all(worker, store, location, barrier, results)
+    except BaseException as exc:
+        barrier.abort()
+        results.put(("failed", worker, repr(exc)))
+        raise
+
+
+def claim_all(
+    worker: int, store: CheckedStore | None, location: Location, barrier: Any, results: Any
+) -> None:
     """Claim each key, all processes at once, until it is ours (complete it) or replays."""
     store = store if store is not None else location.open()
     acquired: list[str] = []
@@ -80,6 +93,8 @@ def run_race(location: Location, method: str, parent_store: CheckedStore | None)
     for process in processes:
         process.start()
     outcomes = [results.get(timeout=120) for _ in processes]
+    failed = [outcome for outcome in outcomes if outcome[0] == "failed"]
+    assert not failed, failed
     for process in processes:
         process.join(timeout=30)
         assert process.exitcode == 0
