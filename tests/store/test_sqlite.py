@@ -52,6 +52,8 @@ def test_entering_wal_mode_waits_for_another_opener(tmp_path: Path) -> None:
     enter_wal_mode(ours, 5.0, sleep=sleep, monotonic=other.monotonic)
     assert ours.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert other.sleeps == [0.001, 0.002, 0.004]
+    ours.close()
+    other.connection.close()
 
 
 def test_entering_wal_mode_gives_up_at_its_timeout(tmp_path: Path) -> None:
@@ -61,6 +63,8 @@ def test_entering_wal_mode_gives_up_at_its_timeout(tmp_path: Path) -> None:
         enter_wal_mode(ours, 1.0, sleep=other.sleep, monotonic=other.monotonic)
     assert 1.0 <= sum(other.sleeps) < 1.05
     assert max(other.sleeps) == 0.05
+    ours.close()
+    other.connection.close()
 
 
 def test_records_survive_reopening(tmp_path: Path) -> None:
