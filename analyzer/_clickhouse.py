@@ -12,6 +12,7 @@ ClickHouse. The collector's table is only ever read.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -66,6 +67,13 @@ _STAGES = (
     ("tool_calls", "tool_calls"),
     ("_toolspan_attempt_rows", "attempt_rows"),
 )
+# `clickhouse init`'s narrow copies of the collector's table (clickhouse_views.sql),
+# the statement that fills each, and the stage an analysis reads from it instead.
+_COPIES = {
+    "_toolspan_tool_span_rows": ("clickhouse_derive", "tool_spans"),
+    "_toolspan_conversation_rows": ("clickhouse_views", "conversation_ids"),
+}
+_COPIED_STAGES = {"tool_spans": "start_time", "trace_conversations": "Timestamp"}
 
 
 def statements(file_stem: str) -> Statements:
@@ -414,7 +422,12 @@ class ClickHouseAnalyzer:
         since: datetime | None = None,
         until: datetime | None = None,
         write_tools: Sequence[str] = (),
+        read_copies: bool = True,
     ) -> None:
+        """``read_copies``: read the tool spans from the copies ``toolspan
+        clickhouse init`` keeps of this table, when there are current ones
+        (:attr:`copies` then names their database), instead of extracting
+        them from the raw spans again; the results are the same."""
         self.source = parse_source(source) if isinstance(source, str) else source
         self._table_database, _, self._table = table.rpartition(".")
         self._table_database = self._table_database or self.source.database
@@ -422,9 +435,12 @@ class ClickHouseAnalyzer:
         self._write_regexes: list[str] = []
         self._materialized = False
         self.layout = "map"  # of the collector's table; set by _check_table
+        self.copies: str | None = None
         self._client = _connect(self.source)
         try:
             self._check_table()
+            if read_copies:
+                self.copies = self._find_copies()
             self.set_write_tools(write_tools)
         except BaseException:
             self.close()
@@ -514,17 +530,25 @@ class ClickHouseAnalyzer:
         db = _identifier(database)
         self._command(f"CREATE DATABASE IF NOT EXISTS {db}")
         sql = statements("clickhouse_views")
+        copies = self._copy_statements()
         parts = {
             "db": db,
-            "tool_spans": self._render(statement("clickhouse_derive", "tool_spans"), range_sql="1"),
-            "conversations": self._render(sql["conversation_ids"]),
+            "tool_spans": copies["_toolspan_tool_span_rows"],
+            "conversations": copies["_toolspan_conversation_rows"],
+            "tool_spans_version": _version(copies["_toolspan_tool_span_rows"]),
+            "conversations_version": _version(copies["_toolspan_conversation_rows"]),
             "source": f"{_identifier(self._table_database)}.{_identifier(self._table)}",
             "settings": ", ".join(f"{k} = {v}" for k, v in _SETTINGS.items()),
         }
-        fresh = not self._rows(
-            "SELECT name FROM system.tables WHERE database = {db:String} AND name = {t:String}",
-            {"db": database, "t": "_toolspan_tool_span_rows"},
-        )
+        made = self._copy_versions(database)
+        fresh = made != {name: _version(body) for name, body in copies.items()}
+        if fresh and made:
+            # Copies made by other statements (another table layout, another
+            # version of toolspan): made again from the collector's table.
+            for name in ("tool_spans_mv", "conversations_mv"):
+                self._command(f"DROP VIEW IF EXISTS {db}.{_identifier('_toolspan_' + name)}")
+            for name in made:
+                self._command(f"DROP TABLE IF EXISTS {db}.{_identifier(name)}")
         for name in ("tool_span_rows", "conversation_rows"):
             self._command(Template(sql[name]).substitute(parts))
         for name in ("tool_spans_mv", "conversations_mv"):
@@ -586,13 +610,60 @@ class ClickHouseAnalyzer:
             db=db,
         )
 
-    def _range_sql(self) -> str:
+    def _range_sql(self, column: str = "Timestamp") -> str:
         conditions = []
         if self._since:
-            conditions.append("Timestamp >= {since:DateTime64(9, 'UTC')}")
+            conditions.append(column + " >= {since:DateTime64(9, 'UTC')}")
         if self._until:
-            conditions.append("Timestamp < {until:DateTime64(9, 'UTC')}")
+            conditions.append(column + " < {until:DateTime64(9, 'UTC')}")
         return " AND ".join(conditions) or "1"
+
+    def _stage_sql(self, stem: str) -> str:
+        """The statement of one stage: from init's copies where they serve."""
+        if self.copies is None or stem not in _COPIED_STAGES:
+            return self._render(statement("clickhouse_derive", stem))
+        return self._render(
+            statement("clickhouse_views", "copied_" + stem),
+            range_sql=self._range_sql(_COPIED_STAGES[stem]),
+            db=_identifier(self.copies),
+        )
+
+    def _copy_statements(self) -> dict[str, str]:
+        """The statement that fills each of init's copies, for this table."""
+        return {
+            name: self._render(statement(stem, name_), range_sql="1")
+            for name, (stem, name_) in _COPIES.items()
+        }
+
+    def _copy_versions(self, database: str) -> dict[str, str]:
+        """The versions (table comments) of the copies in ``database``, by name."""
+        rows = self._rows(
+            "SELECT name, comment FROM system.tables"
+            " WHERE database = {db:String} AND name IN {names:Array(String)}",
+            {"db": database, "names": list(_COPIES)},
+        )
+        return {name: comment for name, comment in rows}
+
+    def _find_copies(self) -> str | None:
+        """The database of init's copies of this table, if its materialized
+        views feed them and they were made by this analysis' statements (the
+        same table, layout and version of toolspan); else None."""
+        rows = self._rows(
+            "SELECT dependencies_database, dependencies_table FROM system.tables"
+            " WHERE database = {db:String} AND name = {t:String}",
+            {"db": self._table_database, "t": self._table},
+        )
+        if not rows:
+            return None
+        fed: dict[str, set[str]] = {}
+        for database, view in zip(*rows[0], strict=True):
+            fed.setdefault(database, set()).add(view)
+        wanted = {name: _version(body) for name, body in self._copy_statements().items()}
+        mvs = {"_toolspan_tool_spans_mv", "_toolspan_conversations_mv"}
+        for database in sorted(db for db, views in fed.items() if mvs <= views):
+            if self._copy_versions(database) == wanted:
+                return database
+        return None
 
     def _parameters(self) -> dict[str, Any]:
         params: dict[str, Any] = {"write_tools": self._write_regexes}
@@ -608,7 +679,7 @@ class ClickHouseAnalyzer:
             return
         for name, stem in _STAGES:
             self._command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
-            body = self._render(statement("clickhouse_derive", stem))
+            body = self._stage_sql(stem)
             self._command(
                 f"CREATE TEMPORARY TABLE {name} ENGINE = Memory AS {body}", self._parameters()
             )
@@ -788,6 +859,11 @@ def _credentials(source: ClickHouseSource) -> list[str]:
     basic = base64.b64encode(f"{source.username}:{source.password}".encode()).decode()
     forms = {basic, source.password, quote(source.password, safe=""), quote(source.password)}
     return sorted(forms, key=len, reverse=True)  # the longest first: none hides in another
+
+
+def _version(sql: str) -> str:
+    """The comment that names the statement filling a copy."""
+    return "toolspan " + hashlib.sha256(sql.encode()).hexdigest()[:16]
 
 
 def _identifier(name: str) -> str:

@@ -5,18 +5,23 @@
 -- tool_calls, attempts, conversations and findings read those (deduplicated
 -- by trace and span id), never the raw spans. The collector's table is read,
 -- never written. docs/clickhouse.md has the trade-offs.
+-- Each narrow table's comment names the statement that fills it (a hash of
+-- its text, analyzer/_clickhouse.py): an analysis reads a copy in place of
+-- the raw spans only when it was made by the analysis' own statement.
 
 -- name: tool_span_rows
 CREATE TABLE IF NOT EXISTS $db._toolspan_tool_span_rows
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(start_time)
 ORDER BY (trace_id, span_id)
+COMMENT '$tool_spans_version'
 EMPTY AS $tool_spans
 
 -- name: conversation_rows
 CREATE TABLE IF NOT EXISTS $db._toolspan_conversation_rows
 ENGINE = ReplacingMergeTree
-ORDER BY (trace_id, conversation_id)
+ORDER BY (trace_id, conversation_id, Timestamp)
+COMMENT '$conversations_version'
 EMPTY AS $conversations
 
 -- name: tool_spans_mv
@@ -37,10 +42,14 @@ INSERT INTO $db._toolspan_tool_span_rows $tool_spans
 INSERT INTO $db._toolspan_conversation_rows $conversations
 
 -- name: conversation_ids
--- Every span's conversation id (the MV's rows): conversations of traces.
-SELECT TraceId AS trace_id, toValidUTF8(coalesce(
+-- Every span's conversation id (the MV's rows): conversations of traces, with
+-- the span's start, so that an analysis of a time range reads its own. As
+-- written: the readers take the least and make that valid UTF-8, as
+-- clickhouse_derive.sql's trace_conversations does.
+SELECT TraceId AS trace_id, coalesce(
         toolspan_attr(SpanAttributes, 'gen_ai.conversation.id'),
-        toolspan_attr(SpanAttributes, 'session.id'), '')) AS conversation_id
+        toolspan_attr(SpanAttributes, 'session.id'), '') AS conversation_id,
+        Timestamp
 FROM $source
 WHERE toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(SpanAttributes, 'session.id')
 
@@ -48,7 +57,20 @@ WHERE toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(Spa
 SELECT * FROM $db._toolspan_tool_span_rows LIMIT 1 BY trace_id, span_id
 
 -- name: trace_conversations_view
-SELECT trace_id, min(conversation_id) AS conversation_id
+SELECT trace_id, toValidUTF8(min(conversation_id)) AS conversation_id
 FROM $db._toolspan_conversation_rows
 WHERE trace_id IN (SELECT trace_id FROM $db._toolspan_tool_spans)
+GROUP BY trace_id
+
+-- name: copied_tool_spans
+-- An analysis' tool spans (clickhouse_derive.sql's tool_spans), read from the
+-- copy instead of the raw spans: $range is on start_time here (the span's
+-- start to the microsecond, as the ranges' bounds are written).
+SELECT * FROM $db._toolspan_tool_span_rows WHERE $range LIMIT 1 BY trace_id, span_id
+
+-- name: copied_trace_conversations
+-- clickhouse_derive.sql's trace_conversations, from the copy.
+SELECT trace_id, toValidUTF8(min(conversation_id)) AS conversation_id
+FROM $db._toolspan_conversation_rows
+WHERE $range AND trace_id IN (SELECT trace_id FROM _toolspan_tool_spans)
 GROUP BY trace_id

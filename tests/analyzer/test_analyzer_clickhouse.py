@@ -113,6 +113,7 @@ class Table:
         self.backend = backend
         self.layout = layout
         self.database = f"t_{uuid.uuid4().hex[:12]}"
+        self.views: str | None = None  # where init's views and copies are, once made
         self.client = backend.client()
         self.client.command(f"CREATE DATABASE {self.database}")
         clickhouse_otel.create_table(self.client, f"{self.database}.otel_traces", layout)
@@ -125,6 +126,14 @@ class Table:
         rows = clickhouse_otel.rows_from_files(resolve(list(paths)), self.layout)
         clickhouse_otel.insert_rows(self.client, rows, f"{self.database}.otel_traces", self.layout)
         return len(rows)
+
+    def init(self) -> str:
+        """``toolspan clickhouse init`` on this table: views, copies and their
+        materialized views, in a database of their own; its name."""
+        self.views = "toolspan_views_" + self.database
+        with ClickHouseAnalyzer(self.source) as az:
+            az.create_views(self.views)
+        return self.views
 
     def count(self) -> int:
         return int(
@@ -147,6 +156,9 @@ def layout() -> str:
 
 # Both exporter layouts, for the tests that compare with the DuckDB path.
 LAYOUTS = clickhouse_otel.LAYOUTS
+# Where an analysis reads the tool spans: the collector's raw spans, or the
+# copies `toolspan clickhouse init` keeps (made from the spans already there).
+READS = ("raw", "copies")
 
 
 @pytest.fixture
@@ -192,6 +204,7 @@ def _assert_same(
     duck_summary, duck_findings = _duck(paths, write_tools=write_tools, min_repeats=min_repeats)
     with ClickHouseAnalyzer(table.source, write_tools=write_tools or ()) as az:
         assert az.layout == table.layout
+        assert az.copies == table.views  # read from init's copies exactly when there are some
         summary, findings = az.summary(), az.findings(min_repeats=min_repeats)
     assert summary["table"] == f"{table.database}.otel_traces"
     assert summary["spans"] == table.count()
@@ -205,12 +218,15 @@ def _assert_same(
 # -- the same results as the DuckDB path ---------------------------------------------
 
 
+@pytest.mark.parametrize("reads", READS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_finding_kind_and_the_summary_equal_the_duckdb_path(
-    table: Table, scenario: dict[str, object]
+    table: Table, scenario: dict[str, object], reads: str
 ) -> None:
     paths = [scenario["dir"]]  # type: ignore[list-item]
     table.load(*paths)
+    if reads == "copies":
+        table.init()
     findings = _assert_same(table, paths)
     # Not vacuous: every kind and the look-alikes' absence are in the comparison.
     assert {"loop", "duplicate_write", "idempotency_conflict", "unsafe_retry"} <= {
@@ -227,10 +243,15 @@ def test_every_finding_kind_and_the_summary_equal_the_duckdb_path(
     }
 
 
+@pytest.mark.parametrize("reads", READS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_the_retry_safety_findings_equal_the_duckdb_path(table: Table, tmp_path: Path) -> None:
+def test_the_retry_safety_findings_equal_the_duckdb_path(
+    table: Table, tmp_path: Path, reads: str
+) -> None:
     labels = write_retry_traces(tmp_path)
     table.load(labels["dir"])
+    if reads == "copies":
+        table.init()
     findings = _assert_same(table, [labels["dir"]])
     # With the first scenario's kinds (test above), every kind of the analyzer.
     assert {"key_churn", "write_after_unknown", "retried_permanent", "parallel_write"} <= {
@@ -304,7 +325,12 @@ def test_framework_spans_and_two_instrumentations_of_one_call(table: Table, tmp_
     assert [f.count for f in findings if f.conversation_id == "c-json"] == [3]
 
 
-def test_duplicate_deliveries_count_once(table: Table, scenario: dict[str, object]) -> None:
+@pytest.mark.parametrize("reads", READS)
+def test_duplicate_deliveries_count_once(
+    table: Table, scenario: dict[str, object], reads: str
+) -> None:
+    if reads == "copies":
+        table.init()  # before the spans: the materialized views copy each insert
     paths = [scenario["dir"]]  # type: ignore[list-item]
     first = table.load(*paths)
     table.load(*paths)  # the collector retried the whole export
@@ -312,10 +338,36 @@ def test_duplicate_deliveries_count_once(table: Table, scenario: dict[str, objec
     _assert_same(table, paths)
 
 
-def test_the_time_range_selects_spans_by_start(table: Table, scenario: dict[str, object]) -> None:
+def test_copies_made_by_other_statements_are_not_read_and_init_makes_them_again(
+    table: Table, scenario: dict[str, object]
+) -> None:
     paths = [scenario["dir"]]  # type: ignore[list-item]
     table.load(*paths)
+    views = table.init()
+    # As an older toolspan (or another layout) would have left them: other statements.
+    table.client.command(f"ALTER TABLE {views}._toolspan_tool_span_rows MODIFY COMMENT 'old'")
+    table.client.command(f"TRUNCATE TABLE {views}._toolspan_tool_span_rows")
     with ClickHouseAnalyzer(table.source) as az:
+        assert az.copies is None  # the raw spans, not the stale (here: emptied) copy
+        assert az.summary()["calls"] > 0
+    table.views = None
+    _assert_same(table, paths)
+    table.init()  # dropped and made again from the collector's table
+    _assert_same(table, paths)
+    with ClickHouseAnalyzer(table.source, read_copies=False) as az:
+        assert az.copies is None
+
+
+@pytest.mark.parametrize("reads", READS)
+def test_the_time_range_selects_spans_by_start(
+    table: Table, scenario: dict[str, object], reads: str
+) -> None:
+    paths = [scenario["dir"]]  # type: ignore[list-item]
+    table.load(*paths)
+    if reads == "copies":
+        table.init()
+    with ClickHouseAnalyzer(table.source) as az:
+        assert az.copies == table.views
         times = az.query(
             "SELECT conversation_id, min(start_time), max(end_time) FROM tool_calls"
             " GROUP BY conversation_id"
@@ -338,6 +390,40 @@ def test_the_time_range_selects_spans_by_start(table: Table, scenario: dict[str,
     with ClickHouseAnalyzer(table.source, until=span["c-loop"][0] - timedelta(days=1)) as az:
         assert az.findings() == []
         assert az.summary()["calls"] == 0
+
+
+def _span(span_id: str, start: datetime, name: str, **attributes: str) -> dict[str, Any]:
+    ns = int(start.timestamp() * 1e9)
+    return {
+        "traceId": "ab" * 16,
+        "spanId": span_id,
+        "name": name,
+        "startTimeUnixNano": str(ns),
+        "endTimeUnixNano": str(ns + 1_000_000),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+    }
+
+
+@pytest.mark.parametrize("reads", READS)
+def test_a_conversation_id_before_the_range_is_not_read(table: Table, reads: str) -> None:
+    # A long agent run crossing --since: its conversation id is only on the
+    # root span, which started before; in range, the call's conversation is
+    # its trace id (docs/clickhouse.md, Time range), whichever way it is read.
+    t0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    spans = [
+        _span("01" * 8, t0, "invoke_agent", **{"gen_ai.conversation.id": "c-long"}),
+        _span("02" * 8, t0 + timedelta(hours=1), "execute_tool search"),
+    ]
+    request = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "x"}, "spans": spans}]}]}
+    rows = list(clickhouse_otel.rows_from_request(request, table.layout))
+    clickhouse_otel.insert_rows(table.client, rows, f"{table.database}.otel_traces")
+    if reads == "copies":
+        table.init()
+    query = "SELECT conversation_id FROM tool_calls"
+    for since, expected in ((None, "c-long"), (t0 + timedelta(minutes=30), "ab" * 16)):
+        with ClickHouseAnalyzer(table.source, since=since) as az:
+            assert az.copies == table.views
+            assert az.query(query).rows == [(expected,)]
 
 
 def test_a_bounded_range_reads_only_its_day_partitions(

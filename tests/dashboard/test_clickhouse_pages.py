@@ -18,6 +18,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from toolspan.analyzer._clickhouse import ClickHouseAnalyzer
 from toolspan.dashboard import open_database
 from toolspan.dashboard._clickhouse import (
     ClickHouseDatabase,
@@ -52,25 +53,36 @@ class Engines:
 
 @pytest.fixture(
     scope="module",
-    params=[(name, layout) for layout in ("map", "json") for name in ("samples", "scenarios")],
+    params=[
+        *((name, layout, "raw") for layout in ("map", "json") for name in ("samples", "scenarios")),
+        # The tool spans read from `toolspan clickhouse init`'s copies instead.
+        ("scenarios", "map", "copies"),
+        ("samples", "json", "copies"),
+    ],
     ids=lambda p: "-".join(p),
 )
 def engines(
     request: pytest.FixtureRequest, chdb_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Engines]:
     # Both exporter layouts: attributes in a Map(String, String) or a JSON column.
-    name, layout = request.param
-    root = tmp_path_factory.mktemp(f"dashboard-{name}-{layout}")
+    name, layout, reads = request.param
+    root = tmp_path_factory.mktemp(f"dashboard-{name}-{layout}-{reads}")
     paths = trace_set(name, root / "traces")
     duck = open_database(load_duckdb(root / "traces.duckdb", paths))
-    database = f"d_{name}_{layout}"
+    database = f"d_{name}_{layout}_{reads}"
+    source = f"chdb:{chdb_root}?database={database}"
+    views = f"v_{database}" if reads == "copies" else None
     loader = clickhouse_connect.get_client(dsn=f"chdb://{chdb_root}")
     try:
+        loader.command(f"DROP DATABASE IF EXISTS v_{database}")  # its views read the table
         load_chdb(loader, database, paths, layout)
     finally:
         loader.close()
-    spec = SourceSpec(f"chdb:{chdb_root}?database={database}", write_tools=WRITE_TOOLS)
-    clickhouse = ClickHouseDatabase(spec)
+    if views:
+        with ClickHouseAnalyzer(source) as analyzer:
+            analyzer.create_views(views)
+    clickhouse = ClickHouseDatabase(SourceSpec(source, write_tools=WRITE_TOOLS))
+    assert clickhouse.session.copies == views
     try:
         yield Engines(duck, clickhouse)
     finally:
