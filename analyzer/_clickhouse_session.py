@@ -92,10 +92,10 @@ class ClickHouseSession(ClickHouseAnalyzer):
     ) -> None:
         """``extra_tables``: more temporary tables a caller reads, by name, each
         the result of its SQL (``$source`` and ``$range`` filled in)."""
+        self._lock = threading.Lock()
         super().__init__(source, table=table, since=since, until=until, write_tools=write_tools)
         self.limits = limits or SessionLimits()
         self._extra_tables = dict(extra_tables or {})
-        self._lock = threading.Lock()
         try:
             self._build()
             self._guard()
@@ -118,6 +118,11 @@ class ClickHouseSession(ClickHouseAnalyzer):
                 f"CREATE TEMPORARY TABLE {_identifier(name)} ENGINE = Memory AS {body}",
                 self._parameters(),
             )
+
+    def close(self) -> None:
+        """Close the session once the read running on it (if any) is done."""
+        with self._lock:
+            super().close()
 
     def _guard(self) -> None:
         for key, value in self.limits.settings().items():

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from string import Template
@@ -60,6 +61,9 @@ class SourceSpec:
     since: str | None = None
     until: str | None = None
     write_tools: tuple[str, ...] = ()
+    # How often the app looks for spans that arrived (and then builds the
+    # analysis again); 0: never, the analysis stays as opened.
+    follow_s: float = 10.0
 
     def to_env(self) -> str:
         return orjson.dumps(asdict(self)).decode()
@@ -110,27 +114,83 @@ def _limits(limits: SandboxLimits) -> SessionLimits:
 
 
 class ClickHouseDatabase:
-    """The app's one guarded session on a ClickHouse source."""
+    """The app's one guarded session on a ClickHouse source, following it.
+
+    The analysis is built once per session (seconds on millions of spans).
+    :meth:`refresh` follows the source: when rows arrived since it was built
+    (looked up at most every ``spec.follow_s``), it builds the analysis again
+    in a new session and swaps it in; ``generation`` counts the swaps, so
+    that cached page results go with the analysis they came from. A relative
+    ``--since`` (``24h``) moves with each build."""
 
     engine = "ClickHouse"
 
-    def __init__(self, spec: SourceSpec, limits: SandboxLimits | None = None) -> None:
+    def __init__(
+        self,
+        spec: SourceSpec,
+        limits: SandboxLimits | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.spec = spec
-        self.limits = limits = limits or SandboxLimits()
+        self.limits = limits or SandboxLimits()
+        self._clock = clock
+        self._refreshing = threading.Lock()
+        self.generation = 0
+        self.session = self._open_session()
+        self.build_s = 0.0  # how long the last build took
+        self.built_at = self._checked = clock()
+        self.source_rows = self._source_rows()
+
+    def _open_session(self) -> ClickHouseSession:
+        spec = self.spec
+        started = time.perf_counter()
         try:
             since = parse_time(spec.since) if spec.since else None
             until = parse_time(spec.until) if spec.until else None
-            self.session = ClickHouseSession(
+            session = ClickHouseSession(
                 spec.source,
                 table=spec.table,
                 since=since,
                 until=until,
                 write_tools=spec.write_tools,
-                limits=_limits(limits),
+                limits=_limits(self.limits),
                 extra_tables=_session_tables(),
             )
         except AnalyzerError as exc:  # messages already without credentials
             raise DashboardError(f"cannot open {spec.display()}: {exc}") from None
+        self.build_s = time.perf_counter() - started
+        return session
+
+    def _source_rows(self) -> int:
+        """The rows of the collector's table: a count ClickHouse keeps per part."""
+        try:
+            result = self.session.read(self.session.render("SELECT count() FROM $source"))
+        except AnalyzerError as exc:
+            raise DashboardError(f"cannot read {self.spec.display()}: {exc}") from None
+        return int(result.rows[0][0])
+
+    def refresh(self) -> bool:
+        """Build the analysis again if spans arrived since the last build and
+        ``follow_s`` has passed since the last look; True when it did. One
+        page builds while the others go on reading the current analysis."""
+        if self.spec.follow_s <= 0 or not self._refreshing.acquire(blocking=False):
+            return False
+        try:
+            if self._clock() - self._checked < self.spec.follow_s:
+                return False
+            rows = self._source_rows()
+            if rows == self.source_rows:
+                self._checked = self._clock()
+                return False
+            fresh = self._open_session()
+            stale, self.session = self.session, fresh
+            self.source_rows, self.generation = rows, self.generation + 1
+            self.built_at = self._checked = self._clock()
+            stale.close()  # waits for a read still running on it
+            return True
+        finally:
+            self._refreshing.release()
 
     def close(self) -> None:
         self.session.close()

@@ -1,4 +1,5 @@
-"""Live mode (``toolspan serve``): follow the database the server publishes.
+"""Live mode: follow the database ``toolspan serve`` publishes, or a
+ClickHouse source as spans arrive in it.
 
 ``toolspan serve`` keeps copying its database into a directory for the
 dashboard (DuckDB lets no other process read a file while one writes it) and
@@ -7,6 +8,10 @@ the findings seen since it started. With ``TOOLSPAN_DASHBOARD_LIVE`` set to
 that directory the app opens the newest copy, checks every few seconds for a
 newer one (and then runs again, without a reload), shows when data last
 arrived and marks the findings that appeared since the page was opened.
+On a ClickHouse source (``toolspan dashboard --source``) the app follows the
+collector's table itself, whoever writes it: every ``--follow`` seconds it
+counts its rows and, when spans arrived, builds the analysis again
+(:meth:`ClickHouseDatabase.refresh`) and runs the page again on it.
 Nothing here renders trace text as Markdown or HTML: it goes through
 ``st.text``.
 """
@@ -14,6 +19,7 @@ Nothing here renders trace text as Markdown or HTML: it goes through
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +27,9 @@ from typing import Any
 import orjson
 import streamlit as st
 
+from ._clickhouse import ClickHouseDatabase
 from ._env import LIVE_ENV
+from ._errors import DashboardError
 from ._queries import window_start
 
 __all__ = ["follow", "snapshot_path", "watch_window"]
@@ -33,6 +41,7 @@ WINDOW_STEP = timedelta(seconds=10)
 _WINDOW_KEY = "live_window"
 _OPENED_KEY = "live_opened_at"
 _VERSION_KEY = "live_version"
+_GENERATION_KEY = "live_generation"
 _TRACE_PARAM = "trace"
 
 
@@ -58,8 +67,12 @@ def snapshot_path() -> str | None:
     return str(Path(os.environ[LIVE_ENV]) / Path(name).name)
 
 
-def follow(trace_key: str) -> None:
+def follow(trace_key: str, database: object = None) -> None:
     """In live mode: the live line at the top of every page, refreshed by itself."""
+    if isinstance(database, ClickHouseDatabase):
+        if database.spec.follow_s > 0:
+            _source_line(database)
+        return
     if _status() is None:
         return
     st.session_state.setdefault(_OPENED_KEY, datetime.now(UTC).isoformat())
@@ -87,6 +100,28 @@ def _live_line() -> None:
     if new:
         st.warning(f"{len(new)} new finding(s) since this page was opened")
         st.text("\n".join(_finding_line(f) for f in reversed(new[-20:])))
+
+
+@st.fragment(run_every=REFRESH_S)
+def _source_line(database: ClickHouseDatabase) -> None:
+    try:
+        database.refresh()
+    except DashboardError as exc:
+        # The analysis stays as it was; the reason is shown, the next look retries.
+        st.text(f"Live: could not build the analysis again: {exc}")
+    shown = st.session_state.get(_GENERATION_KEY)
+    st.session_state[_GENERATION_KEY] = database.generation
+    if shown is not None and database.generation != shown:
+        st.rerun()  # the whole app, on the new analysis
+    window = st.session_state.get(_WINDOW_KEY)
+    if window is not None and window_start(window[1]) - window[0] >= WINDOW_STEP:
+        st.rerun()
+    ago = max(0, round(time.monotonic() - database.built_at))
+    st.text(
+        f"Live: {database.source_rows:,} spans in {database.session.table} · analysis built "
+        f"{ago} s ago in {database.build_s:.1f} s · looks for new spans every "
+        f"{database.spec.follow_s:g} s"
+    )
 
 
 def watch_window(window: tuple[datetime, int] | None) -> None:

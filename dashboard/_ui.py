@@ -108,14 +108,17 @@ def connection() -> duckdb.DuckDBPyConnection | ClickHouseDatabase:
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
-def _cached(path: str, name: str, params: dict[str, Any]) -> pd.DataFrame:
+def _cached(path: str, generation: int, name: str, params: dict[str, Any]) -> pd.DataFrame:
+    # generation: a ClickHouse source's analysis, built again as spans arrive.
     return run_query(_open(path), name, params)
 
 
 def query(name: str, **params: Any) -> pd.DataFrame:
     """Run the named page query (cached on its parameters); stop the page on error."""
+    database = connection()
+    generation = database.generation if isinstance(database, ClickHouseDatabase) else 0
     try:
-        return _cached(_db_path(), name, params)
+        return _cached(_db_path(), generation, name, params)
     except DashboardError as exc:
         stop_with(str(exc))
 

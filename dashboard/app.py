@@ -16,8 +16,8 @@ _PAGES = Path(__file__).with_name("_pages")
 
 def main() -> None:
     st.set_page_config(page_title="toolspan", layout="wide")
-    _ui.connection()
-    _live.follow(_ui.TRACE_KEY)
+    database = _ui.connection()
+    _live.follow(_ui.TRACE_KEY, database)
     _ui.render_sidebar()
     navigation = st.navigation(
         [

@@ -42,6 +42,14 @@ def register(subparsers: Any) -> None:
         "--since", metavar="TIME", help="with --source: spans from TIME (ISO 8601, or 30m, 24h, 7d)"
     )
     parser.add_argument("--until", metavar="TIME", help="with --source: spans before TIME")
+    parser.add_argument(
+        "--follow",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with --source: look for new spans this often and build the analysis again "
+        "when some arrived (default 10; 0: never)",
+    )
     parser.add_argument("--port", type=int, default=8501, help="port (default: 8501)")
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
     parser.add_argument(
@@ -111,5 +119,8 @@ def _run_source(args: argparse.Namespace) -> int:
         print(f"toolspan dashboard: error: {exc}", file=sys.stderr)
         return 2
     write_tools = tuple(p.strip() for p in (args.write_tools or "").split(",") if p.strip())
-    spec = SourceSpec(args.source, args.table, args.since, args.until, write_tools)
+    if not args.follow >= 0:
+        print("toolspan dashboard: error: --follow takes seconds, 0 or more", file=sys.stderr)
+        return 2
+    spec = SourceSpec(args.source, args.table, args.since, args.until, write_tools, args.follow)
     return launch_source(spec, host=args.host, port=args.port)

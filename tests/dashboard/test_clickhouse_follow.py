@@ -1,0 +1,145 @@
+"""The dashboard follows a ClickHouse source: spans the collector inserts after
+the app opened are on the pages after the next look (``--follow``), with the
+DuckDB path's figures for all the spans; nothing is built again while no span
+arrived, or with ``--follow 0``. Embedded chDB; the clock is injected."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests import clickhouse_otel
+from toolspan.analyzer._clickhouse import ClickHouseAnalyzer
+from toolspan.analyzer._inputs import resolve
+from toolspan.dashboard import _ui, open_database
+from toolspan.dashboard._clickhouse import ClickHouseDatabase, SourceSpec
+from toolspan.dashboard._env import SOURCE_ENV
+from toolspan.dashboard._queries import Filters, run_query
+
+from .clickhouse_sources import SAMPLES, WRITE_TOOLS, load_chdb, load_duckdb
+
+clickhouse_connect = pytest.importorskip("clickhouse_connect")
+pytest.importorskip("chdb")
+
+APP = Path(__file__).parents[2] / "dashboard" / "app.py"
+FIRST = [SAMPLES / "agent_run"]
+LATER = [SAMPLES / "bicycle"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Collector:
+    """The collector's side: a fresh otel_traces in chDB and an insert of more spans."""
+
+    def __init__(self, chdb_root: Path, database: str) -> None:
+        self.chdb_root, self.database = chdb_root, database
+        self.client = clickhouse_connect.get_client(dsn=f"chdb://{chdb_root}")
+        self.client.command(f"DROP DATABASE IF EXISTS v_{database}")
+        load_chdb(self.client, database, FIRST)
+
+    @property
+    def source(self) -> str:
+        return f"chdb:{self.chdb_root}?database={self.database}"
+
+    def insert(self, paths: list[Path]) -> None:
+        rows = clickhouse_otel.rows_from_files(resolve(paths))
+        clickhouse_otel.insert_rows(self.client, rows, f"{self.database}.otel_traces")
+
+    def close(self) -> None:
+        self.client.command(f"DROP DATABASE IF EXISTS v_{self.database}")
+        self.client.command(f"DROP DATABASE IF EXISTS {self.database}")
+        self.client.close()
+
+
+@pytest.fixture
+def collector(chdb_root: Path, request: pytest.FixtureRequest) -> Iterator[Collector]:
+    made = Collector(chdb_root, "d_follow_" + request.node.name.split("[")[-1].strip("]")[:20])
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def _calls(database: Any) -> int:
+    return int(run_query(database, "overview_totals", Filters().params()).iloc[0]["calls"])
+
+
+def _duck_calls(tmp_path: Path, paths: list[Path]) -> int:
+    duck = open_database(load_duckdb(tmp_path / f"d{len(paths)}.duckdb", paths))
+    try:
+        return _calls(duck)
+    finally:
+        duck.close()
+
+
+@pytest.mark.parametrize("reads", ["raw", "copies"])
+def test_spans_that_arrive_are_on_the_pages_after_the_next_look(
+    collector: Collector, tmp_path: Path, reads: str
+) -> None:
+    if reads == "copies":  # init's materialized views copy the later insert
+        with ClickHouseAnalyzer(collector.source) as az:
+            az.create_views(f"v_{collector.database}")
+    clock = Clock()
+    spec = SourceSpec(collector.source, write_tools=WRITE_TOOLS, follow_s=10)
+    database = ClickHouseDatabase(spec, clock=clock)
+    try:
+        assert database.session.copies == (f"v_{collector.database}" if reads == "copies" else None)
+        first = _calls(database)
+        assert first == _duck_calls(tmp_path, FIRST)
+        clock.now += 10
+        assert not database.refresh()  # nothing arrived: nothing built again
+        collector.insert(LATER)
+        clock.now += 5
+        assert not database.refresh()  # not yet time to look
+        assert _calls(database) == first
+        clock.now += 5
+        assert database.refresh()
+        assert database.generation == 1
+        assert _calls(database) == _duck_calls(tmp_path, FIRST + LATER) > first
+        clock.now += 10
+        assert not database.refresh()
+        assert database.generation == 1
+    finally:
+        database.close()
+
+
+def test_follow_zero_keeps_the_analysis_as_opened(collector: Collector) -> None:
+    clock = Clock()
+    database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=0), clock=clock)
+    try:
+        first = _calls(database)
+        collector.insert(LATER)
+        clock.now += 3600
+        assert not database.refresh()
+        assert _calls(database) == first
+    finally:
+        database.close()
+
+
+def test_the_app_shows_spans_that_arrived(
+    collector: Collector, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(_ui.DB_ENV, raising=False)
+    # The real clock: a look at every run (follow_s is tiny).
+    spec = SourceSpec(collector.source, write_tools=WRITE_TOOLS, follow_s=0.001)
+    monkeypatch.setenv(SOURCE_ENV, spec.to_env())
+    app = AppTest.from_file(APP, default_timeout=60).run()
+    assert not app.exception, [e.value for e in app.exception]
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Calls"] == f"{_duck_calls(tmp_path, FIRST):,}"
+    assert any(t.value.startswith("Live: ") and "spans in" in t.value for t in app.text)
+    collector.insert(LATER)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Calls"] == f"{_duck_calls(tmp_path, FIRST + LATER):,}"
