@@ -13,7 +13,12 @@ findings are its own. Then, per size:
   floor             SELECT count() with the analysis' time range and the
                     tool-span filter (reads the attribute maps: the least any
                     analysis must read)
-  analyze (chDB)    ClickHouseAnalyzer summary + findings over the same range
+  analyze (chDB)    ClickHouseAnalyzer summary + findings over the same range,
+                    reading the raw spans (the tool spans extracted anew)
+  with init         with --init: the same, after `toolspan clickhouse init`
+                    (its materialized views keep a copy of the tool spans,
+                    which the analysis reads instead); init's own time, once
+                    per table, is printed beside it
 
 and the ratio of analyze to the floor, and of each size's analyze time to the
 smallest size's. With --duckdb, also the DuckDB path on the smallest corpus as
@@ -21,7 +26,7 @@ OTLP/JSON files, in a child process (bench/analyzer_bench.py's `analyze`
 step), checked to find the same number of calls and findings.
 
 Usage: python bench/clickhouse_bench.py [--spans 1000000,10000000] [--files 8]
-           [--repeats 3] [--duckdb]
+           [--repeats 3] [--duckdb] [--init]
 """
 
 from __future__ import annotations
@@ -108,6 +113,17 @@ def replicate(client: Any, copies: int, expected: int) -> tuple[str, float]:
     return database, time.perf_counter() - started
 
 
+def init(source: str, database: str) -> float:
+    """`toolspan clickhouse init` on the table (its copies made from the spans
+    already there), unless current copies exist; the seconds taken."""
+    with ClickHouseAnalyzer(source) as az:
+        if az.copies is not None:
+            return 0.0
+        started = time.perf_counter()
+        az.create_views(f"toolspan_{database}")
+        return time.perf_counter() - started
+
+
 def timed(repeats: int, run: Any) -> tuple[float, Any]:
     """The fastest of ``repeats`` runs (the machine is shared) and the last result."""
     best, result = float("inf"), None
@@ -138,6 +154,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="best of N runs per timed step")
     parser.add_argument("--duckdb", action="store_true", help="also the DuckDB path, first size")
+    parser.add_argument(
+        "--init", action="store_true", help="also analyze after `toolspan clickhouse init`"
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.spans.split(",")]
     files = analyzer_bench.generate(sizes[0], args.files)
@@ -177,15 +196,27 @@ def main() -> None:
     client.close()  # one chDB engine per process: the analyzer opens its own client
 
     results: dict[int, tuple[float, dict[str, Any], int]] = {}
+    with_init: dict[int, tuple[float, float]] = {}
     for size, database in databases.items():
+        source = f"chdb:{directory}?database={database}"
 
-        def analyze_clickhouse(database: str = database) -> tuple[dict[str, Any], int]:
-            source = f"chdb:{directory}?database={database}"
-            with ClickHouseAnalyzer(source, since=SINCE, until=UNTIL) as az:
+        def analyze_clickhouse(
+            source: str = source, copies: bool = False
+        ) -> tuple[dict[str, Any], int]:
+            with ClickHouseAnalyzer(source, since=SINCE, until=UNTIL, read_copies=copies) as az:
+                assert (az.copies is not None) == copies
                 return az.summary(), len(az.findings())
 
         seconds, (summary, findings) = timed(args.repeats, analyze_clickhouse)
         results[size] = (seconds, summary, findings)
+        if args.init:
+            made = init(source, database)
+            copied_s, (copied, copied_findings) = timed(
+                args.repeats, lambda source=source: analyze_clickhouse(source, copies=True)
+            )
+            if (copied, copied_findings) != (summary, findings):
+                raise SystemExit(f"{size:,} spans: init's copies give other results")
+            with_init[size] = (copied_s, made)
     first = sizes[0]
     print(f"load average {_load_average()} (2 cores, shared); best of {args.repeats}")
     print(
@@ -212,6 +243,17 @@ def main() -> None:
                 "findings": findings,
             }
         )
+    if with_init:
+        print(f"with `toolspan clickhouse init` (same calls and findings), best of {args.repeats}")
+        print(f"{'spans':>12} {'analyze s':>10} {'x floor':>8} {'x first':>8} {'init s':>8}")
+        for size, row in zip(sizes, report, strict=True):
+            copied_s, made = with_init[size]
+            growth = copied_s / with_init[first][0]
+            print(
+                f"{row['spans']:>12,} {copied_s:>10.3f} {copied_s / row['floor_s']:>7.1f}x "
+                f"{growth:>7.1f}x {made:>8.1f}"
+            )
+            row.update(init_analyze_s=copied_s, init_x_floor=copied_s / row["floor_s"], init_s=made)
     print(json.dumps(report))
     if args.duckdb:
         duck = analyzer_bench.best_of(args.repeats, "analyze", files)

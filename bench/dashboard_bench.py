@@ -14,9 +14,12 @@ The SQL console is timed with a typical aggregate query submitted.
 With ``--source chdb`` the same pages read the OpenTelemetry Collector's
 ``otel_traces`` in embedded ClickHouse instead (bench/.data/dashboard-chdb-N,
 generated inside ClickHouse with numbers(): bench/sql/dashboard_spans.sql);
-"open" then includes building the session's tables from the collector's table.
+"open" then includes building the session's tables from the collector's table;
+with ``--init`` from the copies ``toolspan clickhouse init`` keeps (made first,
+once, and timed).
 
 Usage: python bench/dashboard_bench.py [--spans 1000000] [--files 8] [--source duckdb|chdb]
+           [--init]
 """
 
 from __future__ import annotations
@@ -93,6 +96,22 @@ def chdb_source(spans: int) -> str:
     return f"chdb:{data}?database=otel"
 
 
+def init(source: str) -> str:
+    """`toolspan clickhouse init` on the source unless its copies are current;
+    what the analysis will read."""
+    from toolspan.analyzer._clickhouse import ClickHouseAnalyzer
+
+    with ClickHouseAnalyzer(source) as az:
+        if az.copies is None:
+            started = time.perf_counter()
+            az.create_views("toolspan")
+            print(f"clickhouse init in {time.perf_counter() - started:.1f} s")
+    with ClickHouseAnalyzer(source) as az:
+        if az.copies is None:
+            raise SystemExit("init's copies are not read")
+        return f"in {az.copies}"
+
+
 def timed(action: Callable[..., AppTest], *args: object) -> float:
     started = time.perf_counter()
     app = action(*args)
@@ -119,6 +138,7 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--source", choices=("duckdb", "chdb"), default="duckdb")
+    parser.add_argument("--init", action="store_true", help="chdb: after clickhouse init")
     args = parser.parse_args()
     print(f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
     if args.source == "chdb":
@@ -126,8 +146,10 @@ def main() -> None:
         from toolspan.dashboard._env import SOURCE_ENV
 
         source = chdb_source(args.spans)
-        os.environ[SOURCE_ENV] = SourceSpec(source, write_tools=("send_email_*",)).to_env()
-        print(f"source: {source}, {args.spans:,} spans")
+        copies = init(source) if args.init else "none (the raw spans)"
+        spec = SourceSpec(source, write_tools=("send_email_*",), follow_s=0)
+        os.environ[SOURCE_ENV] = spec.to_env()
+        print(f"source: {source}, {args.spans:,} spans; init's copies: {copies}")
         pages(args.spans)
         return
     db = database(corpus(args.spans, args.files), args.spans)

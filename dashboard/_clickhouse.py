@@ -179,9 +179,9 @@ class ClickHouseDatabase:
         try:
             if self._clock() - self._checked < self.spec.follow_s:
                 return False
+            self._checked = self._clock()  # a look that fails waits its turn too
             rows = self._source_rows()
             if rows == self.source_rows:
-                self._checked = self._clock()
                 return False
             fresh = self._open_session()
             stale, self.session = self.session, fresh
