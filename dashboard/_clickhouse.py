@@ -137,8 +137,8 @@ class ClickHouseDatabase:
         self._clock = clock
         self._refreshing = threading.Lock()
         self.generation = 0
+        self.build_s = 0.0  # how long the last build took (set by _open_session)
         self.session = self._open_session()
-        self.build_s = 0.0  # how long the last build took
         self.built_at = self._checked = clock()
         self.source_rows = self._source_rows()
 
@@ -191,6 +191,10 @@ class ClickHouseDatabase:
             return True
         finally:
             self._refreshing.release()
+
+    def age_s(self) -> float:
+        """Seconds since the analysis was built."""
+        return self._clock() - self.built_at
 
     def close(self) -> None:
         self.session.close()

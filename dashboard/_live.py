@@ -19,7 +19,6 @@ Nothing here renders trace text as Markdown or HTML: it goes through
 from __future__ import annotations
 
 import os
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -91,9 +90,8 @@ def _live_line() -> None:
     st.session_state[_VERSION_KEY] = version
     if shown is not None and version != shown:
         st.rerun()  # the whole app, on the newer copy
-    window = st.session_state.get(_WINDOW_KEY)
-    if window is not None and window_start(window[1]) - window[0] >= WINDOW_STEP:
-        st.rerun()  # the window moved on: calls may have left it
+    if _window_moved():
+        st.rerun()  # calls may have left the window
     st.caption(_arrival(status))
     opened = str(st.session_state.get(_OPENED_KEY, ""))
     new = [f for f in status.get("new_findings") or () if str(f.get("seen_at", "")) >= opened]
@@ -113,15 +111,20 @@ def _source_line(database: ClickHouseDatabase) -> None:
     st.session_state[_GENERATION_KEY] = database.generation
     if shown is not None and database.generation != shown:
         st.rerun()  # the whole app, on the new analysis
-    window = st.session_state.get(_WINDOW_KEY)
-    if window is not None and window_start(window[1]) - window[0] >= WINDOW_STEP:
+    if _window_moved():
         st.rerun()
-    ago = max(0, round(time.monotonic() - database.built_at))
+    ago = max(0, round(database.age_s()))
     st.text(
         f"Live: {database.source_rows:,} spans in {database.session.table} · analysis built "
         f"{ago} s ago in {database.build_s:.1f} s · looks for new spans every "
         f"{database.spec.follow_s:g} s"
     )
+
+
+def _window_moved() -> bool:
+    """Whether the "last N minutes" window this run drew has moved on a step."""
+    window = st.session_state.get(_WINDOW_KEY)
+    return window is not None and window_start(window[1]) - window[0] >= WINDOW_STEP
 
 
 def watch_window(window: tuple[datetime, int] | None) -> None:

@@ -56,6 +56,14 @@ def test_no_input_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert "give trace PATHs or --db FILE" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("follow", ["-1", "nan"])
+def test_a_negative_follow_is_an_error(
+    follow: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.run(parse("--source", f"chdb:{tmp_path}", "--follow", follow)) == 2
+    assert "--follow takes seconds" in capsys.readouterr().err
+
+
 def test_missing_database_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.run(parse("--db", str(tmp_path / "nope.duckdb"))) == 2
     assert "no database at" in capsys.readouterr().err

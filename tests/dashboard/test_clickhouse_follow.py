@@ -96,6 +96,7 @@ def test_spans_that_arrive_are_on_the_pages_after_the_next_look(
         assert database.session.copies == (f"v_{collector.database}" if reads == "copies" else None)
         first = _calls(database)
         assert first == _duck_calls(tmp_path, FIRST)
+        assert database.build_s > 0 and database.generation == 0
         clock.now += 10
         assert not database.refresh()  # nothing arrived: nothing built again
         collector.insert(LATER)
