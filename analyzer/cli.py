@@ -214,7 +214,8 @@ def _analyze_clickhouse(args: argparse.Namespace, fail_on: list[str]) -> int:
                 for name, moment in (("since", since), ("until", until))
                 if moment
             )
-            _progress(f"analyzing {az.table} in {az.source.display()}{window}")
+            reads = f"init's copies in {az.copies}" if az.copies else "the raw spans"
+            _progress(f"analyzing {az.table} in {az.source.display()}{window}, from {reads}")
             summary = az.summary()
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:

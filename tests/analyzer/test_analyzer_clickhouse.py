@@ -506,9 +506,14 @@ def test_cli_analyze_sql_and_init(
     printed = capsys.readouterr()
     assert "## Findings" in printed.out
     assert f"analyzing {table.database}.otel_traces" in printed.err
+    assert printed.err.rstrip().endswith("from the raw spans")
     views_db = "toolspan_views_" + table.database
     assert main(["clickhouse", "init", table.source, "--database", views_db]) == 0
     assert "tool_calls" in capsys.readouterr().out
+    assert main(["analyze", table.source, "--format", "json"]) == 0
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["findings"] == out["findings"]
+    assert f"from init's copies in {views_db}" in printed.err
     query = "SELECT tool, count() AS n FROM tool_calls WHERE tool = 'search' GROUP BY tool"
     assert (
         main(["sql", query, "--source", table.source, "--database", views_db, "--format", "json"])
