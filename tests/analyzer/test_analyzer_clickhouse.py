@@ -127,6 +127,13 @@ class Table:
         clickhouse_otel.insert_rows(self.client, rows, f"{self.database}.otel_traces", self.layout)
         return len(rows)
 
+    def load_read_by(self, reads: str, *paths: Path) -> None:
+        """Load the spans, then, when the analysis is to read init's copies
+        (``reads == "copies"``), run init: its copies made from them."""
+        self.load(*paths)
+        if reads == "copies":
+            self.init()
+
     def init(self) -> str:
         """``toolspan clickhouse init`` on this table: views, copies and their
         materialized views, in a database of their own; its name."""
@@ -224,9 +231,7 @@ def test_every_finding_kind_and_the_summary_equal_the_duckdb_path(
     table: Table, scenario: dict[str, object], reads: str
 ) -> None:
     paths = [scenario["dir"]]  # type: ignore[list-item]
-    table.load(*paths)
-    if reads == "copies":
-        table.init()
+    table.load_read_by(reads, *paths)
     findings = _assert_same(table, paths)
     # Not vacuous: every kind and the look-alikes' absence are in the comparison.
     assert {"loop", "duplicate_write", "idempotency_conflict", "unsafe_retry"} <= {
@@ -249,9 +254,7 @@ def test_the_retry_safety_findings_equal_the_duckdb_path(
     table: Table, tmp_path: Path, reads: str
 ) -> None:
     labels = write_retry_traces(tmp_path)
-    table.load(labels["dir"])
-    if reads == "copies":
-        table.init()
+    table.load_read_by(reads, labels["dir"])
     findings = _assert_same(table, [labels["dir"]])
     # With the first scenario's kinds (test above), every kind of the analyzer.
     assert {"key_churn", "write_after_unknown", "retried_permanent", "parallel_write"} <= {
@@ -363,9 +366,7 @@ def test_the_time_range_selects_spans_by_start(
     table: Table, scenario: dict[str, object], reads: str
 ) -> None:
     paths = [scenario["dir"]]  # type: ignore[list-item]
-    table.load(*paths)
-    if reads == "copies":
-        table.init()
+    table.load_read_by(reads, *paths)
     with ClickHouseAnalyzer(table.source) as az:
         assert az.copies == table.views
         times = az.query(
