@@ -1,5 +1,8 @@
-"""Settings shared by the whole suite."""
+"""Settings and fixtures shared by the whole suite."""
 
+from pathlib import Path
+
+import pytest
 from hypothesis import settings
 
 # Property tests check invariants, not speed: a per-example deadline only turns a
@@ -7,3 +10,11 @@ from hypothesis import settings
 # 300 ms when other tests run beside them). Speed is measured in bench/.
 settings.register_profile("toolspan", deadline=None)
 settings.load_profile("toolspan")
+
+
+@pytest.fixture(scope="session")
+def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The suite's embedded ClickHouse directory. chDB runs one engine, on one
+    data directory, per process (a second path is refused while a client is
+    open), so every chDB test of a worker works in a database of its own here."""
+    return tmp_path_factory.mktemp("chdb")

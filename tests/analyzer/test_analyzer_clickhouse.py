@@ -7,7 +7,6 @@ runs against that server."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,7 +21,8 @@ from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from tests import clickhouse_otel
+from tests import clickhouse_backend, clickhouse_otel
+from tests.clickhouse_backend import Backend
 from toolspan.analyzer import (
     FINDING_KINDS,
     Analyzer,
@@ -56,53 +56,9 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 FILE_FIGURES = {"files", "lines", "bad_lines", "spans"}
 
 
-class Backend:
-    """One ClickHouse engine: a database per test, holding the exporter's otel_traces."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base  # a source URL without a database
-
-    def source(self, database: str) -> str:
-        if self.base.startswith("chdb:"):
-            return f"{self.base}?database={database}"
-        return f"{self.base.rstrip('/')}/{database}"
-
-    def client(self, database: str = "default") -> Any:
-        parsed = parse_source(self.source(database))
-        if parsed.kind == "chdb":
-            return clickhouse_connect.get_client(dsn=f"chdb://{parsed.path}", database=database)
-        return clickhouse_connect.get_client(
-            host=parsed.host,
-            port=parsed.port,
-            secure=parsed.secure,
-            username=parsed.username,
-            password=parsed.password,
-        )
-
-
-@pytest.fixture(scope="session")
-def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # One embedded engine per process (chDB's rule): every test shares this
-    # directory and works in a database of its own.
-    return tmp_path_factory.mktemp("chdb")
-
-
-@pytest.fixture(
-    scope="session",
-    params=[
-        "chdb",
-        pytest.param(
-            "server",
-            marks=pytest.mark.skipif(
-                not os.environ.get("CLICKHOUSE_URL"), reason="CLICKHOUSE_URL is not set"
-            ),
-        ),
-    ],
-)
+@pytest.fixture(scope="session", params=clickhouse_backend.PARAMS)
 def backend(request: pytest.FixtureRequest, chdb_dir: Path) -> Backend:
-    if request.param == "chdb":
-        return Backend(f"chdb:{chdb_dir}")
-    return Backend(os.environ["CLICKHOUSE_URL"])
+    return Backend.of(request.param, chdb_dir)
 
 
 class Table:

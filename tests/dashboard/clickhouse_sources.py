@@ -10,6 +10,7 @@ from typing import Any
 from tests import clickhouse_otel
 from tests.analyzer.conftest import Recorder
 from tests.analyzer.retry_traces import write_retry_traces
+from tests.clickhouse_backend import Backend
 from toolspan.analyzer import Analyzer
 from toolspan.analyzer._inputs import resolve
 
@@ -66,3 +67,15 @@ def load_chdb(client: Any, database: str, paths: list[Path], layout: str = "map"
     rows = clickhouse_otel.rows_from_files(resolve(paths), layout)
     clickhouse_otel.insert_rows(client, rows, f"{database}.otel_traces", layout)
     return len(rows)
+
+
+def drop(backend: Backend, database: str, views: str | None = None) -> None:
+    """Drop a test's database (its views' database first: their materialized
+    views read its table)."""
+    client = backend.client()
+    try:
+        for name in (views, database):
+            if name:
+                client.command(f"DROP DATABASE IF EXISTS {name}")
+    finally:
+        client.close()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import clickhouse_backend
+from tests.clickhouse_backend import Backend
 from toolspan.analyzer import Analyzer
 
 from .traces import write_chat_only, write_traces
@@ -54,7 +56,14 @@ def empty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def chdb_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The dashboard tests' embedded ClickHouse directory: chDB runs one data
-    directory per process, so every test's database lives in this one."""
-    return tmp_path_factory.mktemp("dashboard-chdb")
+def chdb_root(chdb_dir: Path) -> Path:
+    """The dashboard tests' embedded ClickHouse directory: the suite's one
+    (chDB runs one data directory per process)."""
+    return chdb_dir
+
+
+@pytest.fixture(scope="session", params=clickhouse_backend.PARAMS)
+def clickhouse(request: pytest.FixtureRequest, chdb_root: Path) -> Backend:
+    """The engine the dashboard's ClickHouse tests run on: chDB in ``chdb_root``,
+    and a real server too when ``CLICKHOUSE_URL`` is set."""
+    return Backend.of(request.param, chdb_root)

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.clickhouse_backend import Backend, unique
 from tests.services import free_port
 from toolspan.dashboard import _ui, open_database
 from toolspan.dashboard._clickhouse import SourceSpec
 from toolspan.dashboard._env import SOURCE_ENV
 from toolspan.dashboard._queries import Filters, run_query
 
-from .clickhouse_sources import SAMPLES, WRITE_TOOLS, load_chdb, load_duckdb
+from .clickhouse_sources import SAMPLES, WRITE_TOOLS, drop, load_chdb, load_duckdb
 
 clickhouse_connect = pytest.importorskip("clickhouse_connect")
 pytest.importorskip("chdb")
@@ -29,13 +30,15 @@ TRACES = [SAMPLES / "agent_run"]
 
 
 @pytest.fixture(scope="module")
-def source(chdb_root: Path) -> str:
-    loader = clickhouse_connect.get_client(dsn=f"chdb://{chdb_root}")
+def source(clickhouse: Backend) -> Iterator[str]:
+    name = unique(DATABASE)
+    loader = clickhouse.client()
     try:
-        load_chdb(loader, DATABASE, TRACES)
+        load_chdb(loader, name, TRACES)
     finally:
         loader.close()
-    return f"chdb:{chdb_root}?database={DATABASE}"
+    yield clickhouse.source(name)
+    drop(clickhouse, name)
 
 
 @pytest.fixture

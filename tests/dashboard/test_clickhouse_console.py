@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.clickhouse_backend import Backend, unique
 from toolspan.analyzer import QueryError
 from toolspan.dashboard import QueryMemoryExceeded, QueryRefused, QueryTimeout, SandboxLimits
 from toolspan.dashboard._clickhouse import (
@@ -20,7 +21,7 @@ from toolspan.dashboard._clickhouse import (
     check_statement,
 )
 
-from .clickhouse_sources import SAMPLES, load_chdb
+from .clickhouse_sources import SAMPLES, drop, load_chdb
 
 clickhouse_connect = pytest.importorskip("clickhouse_connect")
 pytest.importorskip("chdb")
@@ -80,18 +81,18 @@ _SETTINGS = {
 # which is why the check comes first).
 _WRITES = {
     "insert": "INSERT INTO tool_calls SELECT * FROM tool_calls",
-    "insert_collector": f"INSERT INTO {DATABASE}.otel_traces SELECT * FROM {DATABASE}.otel_traces",
+    "insert_collector": "INSERT INTO {db}.otel_traces SELECT * FROM {db}.otel_traces",
     "delete": "DELETE FROM tool_calls WHERE 1",
     "alter_delete": "ALTER TABLE tool_calls DELETE WHERE 1",
     "update": "ALTER TABLE tool_calls UPDATE tool = 'x' WHERE 1",
     "truncate": "TRUNCATE TABLE tool_calls",
     "drop_temporary": "DROP TEMPORARY TABLE tool_calls",
-    "drop_collector": f"DROP TABLE {DATABASE}.otel_traces",
+    "drop_collector": "DROP TABLE {db}.otel_traces",
     "create": "CREATE TABLE x (a Int8) ENGINE = Memory",
     "create_temporary": "CREATE TEMPORARY TABLE x (a Int8)",
     "create_view": "CREATE VIEW x AS SELECT 1",
     "rename": "RENAME TABLE tool_calls TO x",
-    "optimize": f"OPTIMIZE TABLE {DATABASE}.otel_traces FINAL",
+    "optimize": "OPTIMIZE TABLE {db}.otel_traces FINAL",
     "system": "SYSTEM DROP DNS CACHE",
     "kill": "KILL QUERY WHERE 1",
     "grant": "GRANT ALL ON *.* TO default",
@@ -105,22 +106,24 @@ _WRITES = {
 
 
 @pytest.fixture(scope="module")
-def database(chdb_root: Path) -> Iterator[ClickHouseDatabase]:
-    loader = clickhouse_connect.get_client(dsn=f"chdb://{chdb_root}")
+def database(clickhouse: Backend) -> Iterator[ClickHouseDatabase]:
+    name = unique(DATABASE)
+    loader = clickhouse.client()
     try:
-        load_chdb(loader, DATABASE, [SAMPLES / "agent_run"])
+        load_chdb(loader, name, [SAMPLES / "agent_run"])
     finally:
         loader.close()
-    spec = SourceSpec(f"chdb:{chdb_root}?database={DATABASE}")
+    spec = SourceSpec(clickhouse.source(name))
     opened = ClickHouseDatabase(spec, SandboxLimits(time_limit_s=1, max_process_mb=64))
     try:
         yield opened
     finally:
         opened.close()
+        drop(clickhouse, name)
 
 
 def _counts(database: ClickHouseDatabase) -> list[int]:
-    names = ("tool_calls", "attempts", "findings", f"{DATABASE}.otel_traces")
+    names = ("tool_calls", "attempts", "findings", database.session.table)
     return [int(database.session.read(f"SELECT count() FROM {n}").rows[0][0]) for n in names]
 
 
@@ -131,7 +134,8 @@ def test_the_console_refuses_each_attack(
     secret = tmp_path / "secret.txt"
     secret.write_text("the-secret-line\n")
     out = tmp_path / "out.csv"
-    sql = {**_EXTERNAL, **_SETTINGS, **_WRITES}[attack].format(secret=secret, out=out)
+    db = database.session.table.partition(".")[0]
+    sql = {**_EXTERNAL, **_SETTINGS, **_WRITES}[attack].format(secret=secret, out=out, db=db)
     before = _counts(database)
     with pytest.raises(QueryRefused) as refused:
         ClickHouseSandbox(database, database.limits).run(sql)
@@ -153,7 +157,7 @@ def test_the_console_refuses_each_attack(
         "WITH c AS (SELECT * FROM tool_calls) SELECT count() FROM c",
         "SELECT count() FROM tool_calls WHERE tool LIKE '%order%' -- file('x')",
         "SELECT 'SET readonly = 0; file(x)' AS text",
-        f"SELECT count() FROM {DATABASE}.otel_traces",
+        "SELECT count() FROM {db}.otel_traces",
         "DESCRIBE TABLE findings",
         "SHOW TABLES",
         "EXPLAIN PLAN SELECT count() FROM attempts",
@@ -161,6 +165,7 @@ def test_the_console_refuses_each_attack(
     ],
 )
 def test_the_console_still_reads(database: ClickHouseDatabase, sql: str) -> None:
+    sql = sql.replace("{db}", database.session.table.partition(".")[0])
     result = ClickHouseSandbox(database, database.limits).run(sql)
     assert result.columns and result.rows and not result.truncated
 

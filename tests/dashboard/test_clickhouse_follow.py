@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests import clickhouse_otel
+from tests.clickhouse_backend import Backend, unique
 from toolspan.analyzer._clickhouse import ClickHouseAnalyzer
 from toolspan.analyzer._inputs import resolve
 from toolspan.dashboard import _ui, open_database
@@ -39,17 +40,16 @@ class Clock:
 
 
 class Collector:
-    """The collector's side: a fresh otel_traces in chDB and an insert of more spans."""
+    """The collector's side: a fresh otel_traces and an insert of more spans."""
 
-    def __init__(self, chdb_root: Path, database: str) -> None:
-        self.chdb_root, self.database = chdb_root, database
-        self.client = clickhouse_connect.get_client(dsn=f"chdb://{chdb_root}")
-        self.client.command(f"DROP DATABASE IF EXISTS v_{database}")
-        load_chdb(self.client, database, FIRST)
+    def __init__(self, backend: Backend) -> None:
+        self.backend, self.database = backend, unique("d_follow")
+        self.client = backend.client()
+        load_chdb(self.client, self.database, FIRST)
 
     @property
     def source(self) -> str:
-        return f"chdb:{self.chdb_root}?database={self.database}"
+        return self.backend.source(self.database)
 
     def insert(self, paths: list[Path]) -> None:
         rows = clickhouse_otel.rows_from_files(resolve(paths))
@@ -62,8 +62,8 @@ class Collector:
 
 
 @pytest.fixture
-def collector(chdb_root: Path, request: pytest.FixtureRequest) -> Iterator[Collector]:
-    made = Collector(chdb_root, "d_follow_" + request.node.name.split("[")[-1].strip("]")[:20])
+def collector(clickhouse: Backend) -> Iterator[Collector]:
+    made = Collector(clickhouse)
     try:
         yield made
     finally:

@@ -18,6 +18,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from tests.clickhouse_backend import Backend, unique
 from toolspan.analyzer._clickhouse import ClickHouseAnalyzer
 from toolspan.dashboard import open_database
 from toolspan.dashboard._clickhouse import (
@@ -26,7 +27,7 @@ from toolspan.dashboard._clickhouse import (
 )
 from toolspan.dashboard._queries import Filters, run_query
 
-from .clickhouse_sources import WRITE_TOOLS, load_chdb, load_duckdb, trace_set
+from .clickhouse_sources import WRITE_TOOLS, drop, load_chdb, load_duckdb, trace_set
 
 clickhouse_connect = pytest.importorskip("clickhouse_connect")
 pytest.importorskip("chdb")
@@ -62,32 +63,32 @@ class Engines:
     ids=lambda p: "-".join(p),
 )
 def engines(
-    request: pytest.FixtureRequest, chdb_root: Path, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, clickhouse: Backend, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Engines]:
     # Both exporter layouts: attributes in a Map(String, String) or a JSON column.
     name, layout, reads = request.param
     root = tmp_path_factory.mktemp(f"dashboard-{name}-{layout}-{reads}")
     paths = trace_set(name, root / "traces")
     duck = open_database(load_duckdb(root / "traces.duckdb", paths))
-    database = f"d_{name}_{layout}_{reads}"
-    source = f"chdb:{chdb_root}?database={database}"
+    database = unique(f"d_{name}_{layout}_{reads}")
+    source = clickhouse.source(database)
     views = f"v_{database}" if reads == "copies" else None
-    loader = clickhouse_connect.get_client(dsn=f"chdb://{chdb_root}")
+    loader = clickhouse.client()
     try:
-        loader.command(f"DROP DATABASE IF EXISTS v_{database}")  # its views read the table
         load_chdb(loader, database, paths, layout)
     finally:
         loader.close()
     if views:
         with ClickHouseAnalyzer(source) as analyzer:
             analyzer.create_views(views)
-    clickhouse = ClickHouseDatabase(SourceSpec(source, write_tools=WRITE_TOOLS))
-    assert clickhouse.session.copies == views
+    opened = ClickHouseDatabase(SourceSpec(source, write_tools=WRITE_TOOLS))
+    assert opened.session.copies == views
     try:
-        yield Engines(duck, clickhouse)
+        yield Engines(duck, opened)
     finally:
-        clickhouse.close()
+        opened.close()
         duck.close()
+        drop(clickhouse, database, views)
 
 
 def _value(value: Any) -> Any:
