@@ -10,7 +10,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -20,8 +20,11 @@ from ._alerts import Alerter
 from ._follow import Follower
 from ._grpc import start_grpc
 from ._http import make_app
-from ._live import Listener, LiveAnalyser
+from ._live import Listener, LiveAnalyser, _stderr
 from ._spool import Spool
+
+if TYPE_CHECKING:
+    from ._clickhouse import ClickHouseWriter
 
 __all__ = ["Server", "Settings"]
 
@@ -55,6 +58,10 @@ class Settings:
     # HTTP requests handled at once (uvicorn answers 503 past it).
     max_connections: int = 64
     retry_after_s: float = 1.0
+    # Also write the spans into ClickHouse, as the collector's exporter does
+    # (a clickhouse://, clickhouses:// or chdb: source), into this table.
+    clickhouse: str | None = None
+    clickhouse_table: str = "otel_traces"
 
     @property
     def db_path(self) -> Path:
@@ -93,6 +100,7 @@ class Server:
         self._dashboard: subprocess.Popen[bytes] | None = None
         self._follower: Follower | None = None
         self.alerter: Alerter | None = None
+        self.clickhouse: ClickHouseWriter | None = None
 
     def __enter__(self) -> Server:
         return self.start()
@@ -141,6 +149,12 @@ class Server:
         )
         if s.follow is not None:
             self._follower = Follower(s.follow, self.spool, s.directory).start()
+        if s.clickhouse is not None:
+            from ._clickhouse import ClickHouseWriter  # clickhouse-connect: an extra
+
+            self.clickhouse = ClickHouseWriter(
+                self.spool, s.clickhouse, s.directory, table=s.clickhouse_table, log=_stderr
+            ).start()
         if self.snapshots is not None:
             self._start_dashboard(self.snapshots)
 
@@ -204,8 +218,11 @@ class Server:
             self._grpc = None
         self.spool.close()
         if self.analyser is not None:
-            self.analyser.stop()
+            self.analyser.stop()  # seals the last segment: the writer writes it next
             self.analyser = None
+        if self.clickhouse is not None:
+            self.clickhouse.stop()
+            self.clickhouse = None
         if self.alerter is not None:
             self.alerter.stop()
             self.alerter = None
@@ -224,6 +241,8 @@ class Server:
             lines.append(f"dashboard  {self.dashboard_url}")
         if s.follow is not None:
             lines.append(f"following  {s.follow}")
+        if self.clickhouse is not None:
+            lines.append(f"clickhouse {self.clickhouse.display()}")
         lines.append(f"agents     OTEL_EXPORTER_OTLP_ENDPOINT=http://{shown}:{s.http_port}")
         return "\n".join(lines)
 

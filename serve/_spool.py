@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .._errors import Overloaded, ServeError
 
-__all__ = ["Spool", "repair_tail", "segments"]
+__all__ = ["Spool", "repair_tail", "segment_number", "segments"]
 
 SEGMENT_PREFIX = "spans-"
 _SEGMENT = re.compile(r"spans-(\d{10})\.jsonl")
@@ -42,7 +42,8 @@ def segments(directory: Path) -> list[Path]:
     return sorted(found)
 
 
-def _number(path: Path) -> int:
+def segment_number(path: Path) -> int:
+    """The number in a segment's name (spans-0000000001.jsonl: 1)."""
     match = _SEGMENT.fullmatch(path.name)
     assert match is not None
     return int(match.group(1))
@@ -120,7 +121,7 @@ class Spool:
             if existing:
                 repair_tail(existing[-1])
             self._sealed = existing
-            self._start_segment(_number(existing[-1]) + 1 if existing else 1)
+            self._start_segment(segment_number(existing[-1]) + 1 if existing else 1)
         except OSError as exc:
             raise ServeError(f"cannot open the spool in {self.directory}: {exc}") from exc
         self._thread = threading.Thread(target=self._write_loop, name="toolspan-spool", daemon=True)
@@ -246,7 +247,7 @@ class Spool:
         self._sealed.append(self._current)
         with self._lock:
             self._backlog += self._current_size
-        self._start_segment(_number(self._current) + 1)
+        self._start_segment(segment_number(self._current) + 1)
 
     def sealed(self) -> list[Path]:
         """Every segment that will not change again, oldest first."""

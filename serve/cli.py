@@ -62,12 +62,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--write-tools", metavar="NAMES", help="comma-separated tool names or globs that write"
     )
+    parser.add_argument(
+        "--clickhouse",
+        metavar="SOURCE",
+        help="also write the spans into ClickHouse as the collector's exporter does "
+        "(clickhouse://user@host:8123/database, clickhouses://..., chdb:PATH)",
+    )
+    parser.add_argument(
+        "--clickhouse-table",
+        default="otel_traces",
+        metavar="NAME",
+        help="with --clickhouse: the table, [database.]name (default otel_traces; "
+        "created if missing)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM."""
-    from ..analyzer import FINDING_KINDS
+    from ..analyzer import FINDING_KINDS, AnalyzerError
     from ._server import Server, Settings, is_loopback
 
     kinds = tuple(_split(args.alert_on))
@@ -86,12 +99,14 @@ def run(args: argparse.Namespace) -> int:
         alert_webhook=args.alert_webhook,
         alert_on=kinds,
         write_tools=tuple(_split(args.write_tools)),
+        clickhouse=args.clickhouse,
+        clickhouse_table=args.clickhouse_table,
     )
     stop = threading.Event()
     _on_signals(stop)
     try:
         server = Server(settings).start()
-    except (ServeError, OSError) as exc:
+    except (ServeError, AnalyzerError, OSError) as exc:  # messages without credentials
         return _error(str(exc))
     try:
         print(f"toolspan serve: running (Ctrl-C to stop)\n{server.describe()}", flush=True)
