@@ -230,7 +230,13 @@ def _attributes(items: Iterable[dict[str, Any]], layout: str = "map") -> Any:
     """The Map layout's text values, or the JSON layout's JSON text."""
     if layout == "json":
         return _go_json({kv["key"]: _raw(kv.get("value", {})) for kv in items})
-    return {kv["key"]: as_string(kv.get("value", {})) for kv in items}
+    out = {}
+    for kv in items:
+        value = kv.get("value", {})
+        # Most values are strings: as_string's answer without its call.
+        text = value.get("stringValue")
+        out[kv["key"]] = text if type(text) is str else as_string(value)
+    return out
 
 
 def _enum(value: Any, names: Sequence[str], prefix: str) -> str:
@@ -246,7 +252,7 @@ def rows_from_request(request: dict[str, Any], layout: str = "map") -> Iterator[
     for resource_spans in request.get("resourceSpans") or []:
         items = (resource_spans.get("resource") or {}).get("attributes") or []
         resource = _attributes(items, layout)
-        service = _attributes(items).get("service.name", "")
+        service = (resource if layout == "map" else _attributes(items)).get("service.name", "")
         for scope_spans in resource_spans.get("scopeSpans") or []:
             scope = scope_spans.get("scope") or {}
             for span in scope_spans.get("spans") or []:

@@ -81,7 +81,8 @@ class ClickHouseWriter:
         """Connect and make sure the table is there (raises ``ServeError`` if
         not), then write as segments are sealed."""
         try:
-            self._client = _connect(self._source)
+            # Every name below is qualified: the database may not exist yet.
+            self._client = _connect(self._source, database="default")
             self._ensure_table()
         except AnalyzerError as exc:  # messages already without credentials
             self.close()

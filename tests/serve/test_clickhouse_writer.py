@@ -103,6 +103,7 @@ def _write(directory: Path, target: Target, log: list[str]) -> ClickHouseWriter:
 def test_segments_are_written_once_as_the_exporter_writes_them(
     tmp_path: Path, target: Target
 ) -> None:
+    target.client.command(f"DROP DATABASE {target.database}")  # made by the writer
     directory = tmp_path / "spool"
     directory.mkdir()
     first = directory / "spans-0000000001.jsonl"
