@@ -72,13 +72,12 @@ def main() -> None:
             shutil.copy(segment_source, spool_dir / "spans-0000000001.jsonl")
             spool = Spool(spool_dir).open()
             database = f"written_{attempt}"
-            writer = ClickHouseWriter(spool, f"chdb:{work / 'chdb'}?database={database}", spool_dir)
-            writer._client = client  # the engine this process holds; the table made as start() does
-            writer._database, writer._name = database, "otel_traces"
-            writer._ensure_table()
+            source = f"chdb:{work / 'chdb'}?database={database}"
+            writer = ClickHouseWriter(spool, source, spool_dir).open()
             started = time.perf_counter()
             writer.cycle()
             writer_s = min(writer_s, time.perf_counter() - started)
+            writer.close()
             spool.close()
             if writer.spans != len(rows):
                 raise SystemExit(f"the writer wrote {writer.spans:,} of {len(rows):,} spans")

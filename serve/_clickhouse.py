@@ -78,8 +78,15 @@ class ClickHouseWriter:
         return f"{self._source.display()} table {self.table}"
 
     def start(self) -> ClickHouseWriter:
+        """:meth:`open`, then write as segments are sealed, on a thread."""
+        self.open()
+        self._thread = threading.Thread(target=self._run, name="toolspan-clickhouse", daemon=True)
+        self._thread.start()
+        return self
+
+    def open(self) -> ClickHouseWriter:
         """Connect and make sure the table is there (raises ``ServeError`` if
-        not), then write as segments are sealed."""
+        not); :meth:`cycle` then writes what is sealed."""
         try:
             # Every name below is qualified: the database may not exist yet.
             self._client = _connect(self._source, database="default")
@@ -87,8 +94,6 @@ class ClickHouseWriter:
         except AnalyzerError as exc:  # messages already without credentials
             self.close()
             raise ServeError(f"--clickhouse: {exc}") from None
-        self._thread = threading.Thread(target=self._run, name="toolspan-clickhouse", daemon=True)
-        self._thread.start()
         return self
 
     def stop(self) -> None:
