@@ -3,7 +3,7 @@ measured in the same run, and how its time grows with the table.
 
 Loads the analyzer benchmark's corpus (>= 1,000,000 spans, bench/analyzer_bench.py)
 into an ``otel_traces`` table created with the collector exporter's DDL and
-value mapping (tests/clickhouse_otel.py), in a chDB directory under
+value mapping (analyzer/_exporter_table.py), in a chDB directory under
 bench/.data/ (loaded once, reused). Every larger size of ``--spans`` is a
 whole number of copies of that corpus made inside ClickHouse (INSERT ...
 SELECT, seconds per million spans): each copy has its own trace ids and its
@@ -45,8 +45,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import analyzer_bench  # noqa: E402
 import clickhouse_connect  # noqa: E402
 
-from tests import clickhouse_otel  # noqa: E402
 from toolspan.analyzer import ClickHouseAnalyzer  # noqa: E402
+from toolspan.analyzer import _exporter_table as clickhouse_otel  # noqa: E402
 from toolspan.analyzer._clickhouse import expand_attributes  # noqa: E402
 
 INSERT_ROWS = 100_000

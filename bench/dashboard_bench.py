@@ -29,7 +29,6 @@ import functools
 import importlib.util
 import os
 import resource
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,8 +74,7 @@ def chdb_source(spans: int) -> str:
     """A chDB directory holding ``otel.otel_traces`` with ``spans`` generated spans."""
     import clickhouse_connect
 
-    sys.path.insert(0, str(HERE.parent))  # tests.clickhouse_otel: the exporter's DDL
-    from tests import clickhouse_otel
+    from toolspan.analyzer import _exporter_table  # the collector exporter's DDL
 
     data = HERE / ".data" / f"dashboard-chdb-{spans}"
     done = data / ".complete"
@@ -87,7 +85,7 @@ def chdb_source(spans: int) -> str:
         client = clickhouse_connect.get_client(dsn=f"chdb://{data}")
         client.command("DROP DATABASE IF EXISTS otel")
         client.command("CREATE DATABASE otel")
-        clickhouse_otel.create_table(client, "otel.otel_traces")
+        _exporter_table.create_table(client, "otel.otel_traces")
         insert = sql["insert_spans"].replace("$table", "otel.otel_traces")
         client.command(insert, parameters={"spans": spans})
         client.close()

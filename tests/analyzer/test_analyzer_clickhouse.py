@@ -21,7 +21,7 @@ from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from tests import clickhouse_backend, clickhouse_otel
+from tests import clickhouse_backend
 from tests.clickhouse_backend import Backend
 from toolspan.analyzer import (
     FINDING_KINDS,
@@ -31,6 +31,7 @@ from toolspan.analyzer import (
     Finding,
     QueryError,
 )
+from toolspan.analyzer import _exporter_table as clickhouse_otel
 from toolspan.analyzer._clickhouse import (
     _SETTINGS,
     ClickHouseAnalyzer,

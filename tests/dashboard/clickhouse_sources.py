@@ -1,17 +1,17 @@
 """Trace sets loaded both ways, for the dashboard-on-ClickHouse tests: into an
 analyzer database (DuckDB) and into the collector's ``otel_traces`` in embedded
-chDB (the exporter's DDL and value mapping, ``tests/clickhouse_otel.py``)."""
+chDB (the exporter's DDL and value mapping, ``analyzer/_exporter_table.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from tests import clickhouse_otel
 from tests.analyzer.conftest import Recorder
 from tests.analyzer.retry_traces import write_retry_traces
 from tests.clickhouse_backend import Backend
 from toolspan.analyzer import Analyzer
+from toolspan.analyzer import _exporter_table as clickhouse_otel
 from toolspan.analyzer._inputs import resolve
 
 from .traces import write_traces

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests import clickhouse_otel
 from tests.clickhouse_backend import Backend, unique
+from toolspan.analyzer import _exporter_table as clickhouse_otel
 from toolspan.analyzer._clickhouse import ClickHouseAnalyzer
 from toolspan.analyzer._inputs import resolve
 from toolspan.dashboard import _ui, open_database

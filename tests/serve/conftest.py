@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
@@ -82,3 +83,25 @@ def summary(server: Server) -> dict[str, Any]:
     response.raise_for_status()
     value: dict[str, Any] = response.json()
     return value
+
+
+def tool_request(trace: int, spans: int) -> bytes:
+    """One OTLP/JSON request (a spool line) of ``spans`` GenAI tool spans in one trace."""
+    items: list[dict[str, Any]] = [
+        {
+            "traceId": f"{trace:032x}",
+            "spanId": f"{trace * 1000 + n:016x}",
+            "name": "execute_tool lookup",
+            "startTimeUnixNano": "1767225600000000000",
+            "endTimeUnixNano": "1767225600001000000",
+            "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup"}},
+                {"key": "gen_ai.conversation.id", "value": {"stringValue": f"c{trace}"}},
+                {"key": "retries", "value": {"intValue": "2"}},
+            ],
+        }
+        for n in range(spans)
+    ]
+    request = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": items}]}]}
+    return orjson.dumps(request)

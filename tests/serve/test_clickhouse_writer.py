@@ -10,9 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -23,7 +21,7 @@ from toolspan.serve import Server
 from toolspan.serve._clickhouse import ClickHouseWriter
 from toolspan.serve._spool import Spool
 
-from .conftest import http_url, send_writes
+from .conftest import http_url, send_writes, tool_request
 
 pytest.importorskip("clickhouse_connect")
 pytest.importorskip("chdb")
@@ -67,27 +65,6 @@ def target(backend: Backend) -> Iterator[Target]:
         made.client.close()
 
 
-def _line(trace: int, spans: int) -> bytes:
-    """One OTLP/JSON request of ``spans`` GenAI tool spans in one trace."""
-    items: list[dict[str, Any]] = [
-        {
-            "traceId": f"{trace:032x}",
-            "spanId": f"{trace * 1000 + n:016x}",
-            "name": "execute_tool lookup",
-            "startTimeUnixNano": "1767225600000000000",
-            "endTimeUnixNano": "1767225600001000000",
-            "attributes": [
-                {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
-                {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup"}},
-                {"key": "retries", "value": {"intValue": "2"}},
-            ],
-        }
-        for n in range(spans)
-    ]
-    request = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": items}]}]}
-    return orjson.dumps(request)
-
-
 def _write(directory: Path, target: Target, log: list[str]) -> ClickHouseWriter:
     """One writer pass over the spool in ``directory``."""
     spool = Spool(directory).open()
@@ -107,8 +84,8 @@ def test_segments_are_written_once_as_the_exporter_writes_them(
     directory = tmp_path / "spool"
     directory.mkdir()
     first = directory / "spans-0000000001.jsonl"
-    damaged = _line(2, 4)[:-7]  # cut inside the request: not JSON
-    first.write_bytes(b"\n".join([_line(1, 3), damaged, _line(3, 5)]) + b"\n")
+    damaged = tool_request(2, 4)[:-7]  # cut inside the request: not JSON
+    first.write_bytes(b"\n".join([tool_request(1, 3), damaged, tool_request(3, 5)]) + b"\n")
     log: list[str] = []
     writer = _write(directory, target, log)
     assert (writer.written, writer.spans, target.count()) == (1, 8, 8)
@@ -121,7 +98,7 @@ def test_segments_are_written_once_as_the_exporter_writes_them(
     assert row == (f"{1:032x}", "execute_tool lookup", "2", "Unset", 1_000_000)
     # A restart resumes after the last segment written: nothing twice.
     assert _write(directory, target, []).spans == 0
-    (directory / "spans-0000000003.jsonl").write_bytes(_line(4, 2) + b"\n")
+    (directory / "spans-0000000003.jsonl").write_bytes(tool_request(4, 2) + b"\n")
     assert _write(directory, target, []).spans == 2
     assert target.count() == 10
     # The analysis reads the written table as the collector's.
@@ -140,7 +117,7 @@ def test_a_failing_clickhouse_is_retried_and_the_spool_keeps_the_spans(
     try:
         table = f"{target.database}.otel_traces"
         target.client.command(f"RENAME TABLE {table} TO {table}_away")  # ClickHouse "fails"
-        spool.append(_line(5, 3), 3).result(timeout=10)
+        spool.append(tool_request(5, 3), 3).result(timeout=10)
         spool.seal()
         deadline = time.monotonic() + 30
         while writer.error is None:

@@ -14,28 +14,7 @@ from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from toolspan.serve._live import LiveAnalyser
 from toolspan.serve._spool import Spool
 
-from .conftest import send_writes
-
-
-def _line(trace: int, spans: int) -> bytes:
-    """One OTLP/JSON request of ``spans`` GenAI tool spans in one trace."""
-    items: list[dict[str, Any]] = [
-        {
-            "traceId": f"{trace:032x}",
-            "spanId": f"{trace * 1000 + n:016x}",
-            "name": "execute_tool lookup",
-            "startTimeUnixNano": "1767225600000000000",
-            "endTimeUnixNano": "1767225600001000000",
-            "attributes": [
-                {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
-                {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup"}},
-                {"key": "gen_ai.conversation.id", "value": {"stringValue": f"c{trace}"}},
-            ],
-        }
-        for n in range(spans)
-    ]
-    request = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": items}]}]}
-    return orjson.dumps(request)
+from .conftest import send_writes, tool_request
 
 
 def _analyse(directory: Path, log: list[str]) -> int:
@@ -56,10 +35,12 @@ def test_a_damaged_spool_line_is_reported_with_file_and_line_and_the_rest_is_kep
     directory = tmp_path / "spool"
     directory.mkdir()
     segment = directory / "spans-0000000001.jsonl"
-    damaged = _line(2, 4)[:-7]  # cut inside the request: not JSON
+    damaged = tool_request(2, 4)[:-7]  # cut inside the request: not JSON
     # A span whose id is not hex sits beside valid ones in the same request.
-    mixed = _line(3, 2).replace(f"{3000:016x}".encode(), b"not-a-hex-span-id", 1)
-    segment.write_bytes(b"\n".join([_line(1, 3), damaged, mixed, _line(4, 5)]) + b"\n")
+    mixed = tool_request(3, 2).replace(f"{3000:016x}".encode(), b"not-a-hex-span-id", 1)
+    segment.write_bytes(
+        b"\n".join([tool_request(1, 3), damaged, mixed, tool_request(4, 5)]) + b"\n"
+    )
     log: list[str] = []
     assert _analyse(directory, log) == 3 + 1 + 5
     reported = [entry for entry in log if "skipped" in entry]
@@ -123,7 +104,7 @@ def test_the_write_ahead_log_is_merged_once_the_analyser_is_idle(tmp_path: Path)
     analyser = LiveAnalyser(spool, database, seal_age_s=0, interval_s=0.05).start()
     wal = database.with_name(database.name + ".wal")
     try:
-        spool.append(_line(1, 50), 50).result(10)
+        spool.append(tool_request(1, 50), 50).result(10)
         deadline = time.monotonic() + 30
         while analyser.summary()["summary"]["calls"] < 50:
             assert time.monotonic() < deadline, "not ingested within 30 s"
