@@ -16,6 +16,7 @@ layout is written in its own.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +42,7 @@ __all__ = ["ClickHouseWriter"]
 CURSOR_NAME = "clickhouse.cursor"
 # Rows per insert: a few MB per block, and memory bounded by it, not by a segment.
 _INSERT_ROWS = 20_000
+_NS_LIMIT = 2**63  # nanoseconds a DateTime64(9) can hold (to 2262)
 
 
 class ClickHouseWriter:
@@ -146,19 +148,41 @@ class ClickHouseWriter:
         """Write every sealed segment after the cursor; whether there was one."""
         todo = [p for p in self._spool.sealed() if segment_number(p) > self.written]
         for path in todo:
-            table = f"{_identifier(self._database)}.{_identifier(self._name)}"
             batch: list[list[Any]] = []
             for row in self._rows(path):
                 batch.append(row)
                 if len(batch) >= _INSERT_ROWS:
-                    insert_rows(self._client, batch, table, self.layout)
-                    self.spans += len(batch)
+                    self.spans += self._insert(batch, path)
                     batch = []
-            insert_rows(self._client, batch, table, self.layout)
-            self.spans += len(batch)
+            self.spans += self._insert(batch, path)
             self.written = segment_number(path)
             self._write_cursor()
         return bool(todo)
+
+    def _insert(self, rows: list[list[Any]], path: Path) -> int:
+        """Insert ``rows``; the spans written. When a batch is refused for its
+        data (a value the driver cannot encode, a constraint of the table),
+        the batch is split until the spans refused are found: each is reported
+        and skipped, so that one span never stops the spans after it. Any
+        other failure (ClickHouse down, the table gone, a full disk) raises:
+        nothing is skipped, the pass is retried."""
+        if not rows:
+            return 0
+        table = f"{_identifier(self._database)}.{_identifier(self._name)}"
+        try:
+            insert_rows(self._client, rows, table, self.layout)
+            return len(rows)
+        except Exception as exc:
+            if not _refuses_data(exc):
+                raise
+            if len(rows) > 1:
+                half = len(rows) // 2
+                return self._insert(rows[:half], path) + self._insert(rows[half:], path)
+            self._log(
+                f"{path}: span {rows[0][2]!r} of trace {rows[0][1]!r} not written to "
+                f"ClickHouse: {_message(exc, self._source)}"
+            )
+            return 0
 
     def _rows(self, path: Path) -> Iterator[list[Any]]:
         """The table rows of a segment's requests; a line that is not an
@@ -169,10 +193,19 @@ class ClickHouseWriter:
                     continue
                 try:
                     rows = list(rows_from_request(orjson.loads(line), self.layout))
-                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                    self._log(f"{path}:{number}: not written to ClickHouse: {exc}")
+                except Exception as exc:  # any shape of bad line: reported, the rest written
+                    self._log(f"{path}:{number}: not written to ClickHouse: {exc!r}")
                     continue
-                yield from rows
+                for row in rows:
+                    # DateTime64(9) ends in 2262 and Duration is unsigned: a span
+                    # outside them would fail its whole batch.
+                    if 0 <= row[0] < _NS_LIMIT and 0 <= row[12] < _NS_LIMIT:
+                        yield row
+                    else:
+                        self._log(
+                            f"{path}:{number}: span {row[2]!r} not written to ClickHouse: "
+                            f"its start ({row[0]} ns) or duration ({row[12]} ns) is out of range"
+                        )
 
     def _read_cursor(self) -> int:
         try:
@@ -186,3 +219,17 @@ class ClickHouseWriter:
         temporary = self._cursor_path.with_suffix(".tmp")
         temporary.write_text(f"{self.written}\n")
         temporary.replace(self._cursor_path)
+
+
+# ClickHouse's error codes for data it will not store: CANNOT_PARSE_* (6, 26,
+# 27, 38, 41, 72), ARGUMENT_OUT_OF_BOUND (69), CANNOT_CONVERT_TYPE (70),
+# INCORRECT_DATA (117), VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE (321),
+# VIOLATED_CONSTRAINT (469).
+_DATA_ERRORS = re.compile(r"\bCode: (6|26|27|38|41|69|70|72|117|321|469)\b")
+
+
+def _refuses_data(exc: BaseException) -> bool:
+    """Whether an insert failed for the rows it held, not for the server."""
+    from clickhouse_connect.driver.exceptions import DataError
+
+    return isinstance(exc, DataError) or bool(_DATA_ERRORS.search(str(exc)))

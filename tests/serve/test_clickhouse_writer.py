@@ -10,13 +10,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from tests import clickhouse_backend
 from tests.clickhouse_backend import Backend, unique
 from toolspan.analyzer._clickhouse import ClickHouseAnalyzer
+from toolspan.analyzer._exporter_table import create_table
 from toolspan.serve import Server
 from toolspan.serve._clickhouse import ClickHouseWriter
 from toolspan.serve._spool import Spool
@@ -104,6 +107,47 @@ def test_segments_are_written_once_as_the_exporter_writes_them(
     # The analysis reads the written table as the collector's.
     with ClickHouseAnalyzer(target.source) as az:
         assert az.summary()["calls"] == 10
+
+
+def _request(**span: Any) -> bytes:
+    values = {
+        "traceId": "ab" * 16,
+        "spanId": "cd" * 8,
+        "name": "execute_tool lookup",
+        "startTimeUnixNano": "1767225600000000000",
+        "endTimeUnixNano": "1767225600001000000",
+        **span,
+    }
+    return orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [values]}]}]})
+
+
+def test_spans_that_cannot_be_stored_are_reported_and_the_rest_is_written(
+    tmp_path: Path, target: Target
+) -> None:
+    # A table ClickHouse guards itself: it refuses any insert holding a span
+    # named "refused" (a CHECK constraint), as it would a value it cannot store.
+    table = f"{target.database}.otel_traces"
+    create_table(target.client, table)
+    target.client.command(f"ALTER TABLE {table} ADD CONSTRAINT named CHECK SpanName != 'refused'")
+    directory = tmp_path / "spool"
+    directory.mkdir()
+    segment = directory / "spans-0000000001.jsonl"
+    lines = [
+        tool_request(1, 30),
+        _request(spanId="01" * 8, name="refused"),  # ClickHouse refuses it: split out
+        _request(traceId=123),  # not a request's shape
+        _request(spanId="02" * 8, startTimeUnixNano="99999999999999999999"),  # past 2262
+        _request(spanId="03" * 8, endTimeUnixNano="1"),  # ends before it starts
+        tool_request(2, 20),
+    ]
+    segment.write_bytes(b"\n".join(lines) + b"\n")
+    log: list[str] = []
+    writer = _write(directory, target, log)
+    assert writer.spans == target.count() == 50
+    assert any(f"span '{'01' * 8}' of trace" in entry for entry in log), log
+    assert any(entry.startswith(f"{segment}:3: not written") for entry in log), log
+    for line, span in ((4, "02" * 8), (5, "03" * 8)):
+        assert any(entry.startswith(f"{segment}:{line}: span '{span}'") for entry in log), log
 
 
 def test_a_failing_clickhouse_is_retried_and_the_spool_keeps_the_spans(
