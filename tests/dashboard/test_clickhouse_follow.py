@@ -19,6 +19,7 @@ from toolspan.analyzer._inputs import resolve
 from toolspan.dashboard import _ui, open_database
 from toolspan.dashboard._clickhouse import ClickHouseDatabase, SourceSpec
 from toolspan.dashboard._env import SOURCE_ENV
+from toolspan.dashboard._errors import DashboardError
 from toolspan.dashboard._queries import Filters, run_query
 
 from .clickhouse_sources import SAMPLES, WRITE_TOOLS, load_chdb, load_duckdb
@@ -144,3 +145,24 @@ def test_the_app_shows_spans_that_arrived(
     assert not app.exception, [e.value for e in app.exception]
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["Calls"] == f"{_duck_calls(tmp_path, FIRST + LATER):,}"
+
+
+def test_a_source_that_fails_keeps_the_analysis_and_says_why(collector: Collector) -> None:
+    clock = Clock()
+    database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=10), clock=clock)
+    try:
+        first = _calls(database)
+        table = f"{collector.database}.otel_traces"
+        collector.client.command(f"RENAME TABLE {table} TO {table}_away")
+        clock.now += 10
+        with pytest.raises(DashboardError, match=r"cannot read .* table otel_traces"):
+            database.refresh()
+        assert _calls(database) == first  # the pages still read the analysis built
+        assert not database.refresh()  # the next look waits its turn
+        collector.client.command(f"RENAME TABLE {table}_away TO {table}")
+        collector.insert(LATER)
+        clock.now += 10
+        assert database.refresh()
+        assert _calls(database) > first
+    finally:
+        database.close()
