@@ -96,6 +96,9 @@ class ClickHouseWriter:
         except AnalyzerError as exc:  # messages already without credentials
             self.close()
             raise ServeError(f"--clickhouse: {exc}") from None
+        except Exception as exc:  # the driver's, which may hold the password
+            self.close()
+            raise ServeError(f"--clickhouse: {_message(exc, self._source)}") from None
         return self
 
     def stop(self) -> None:
@@ -134,11 +137,14 @@ class ClickHouseWriter:
             stopping = self._stop.is_set()
             try:
                 worked = self.cycle()
+                if self.error is not None:
+                    self._log(f"writing to ClickHouse again: {self.display()}")
                 self.error = None
-            except Exception as exc:  # any driver error: reported, and retried
-                self.error = _message(exc, self._source)
-                self._log(f"writing to ClickHouse failed (retried): {self.error}")
-                worked = False
+            except Exception as exc:  # any driver error: reported once, and retried
+                error = _message(exc, self._source)
+                if error != self.error:
+                    self._log(f"writing to ClickHouse failed (retried): {error}")
+                self.error, worked = error, False
             if stopping:
                 return
             if not worked:

@@ -174,6 +174,9 @@ def test_a_failing_clickhouse_is_retried_and_the_spool_keeps_the_spans(
         writer.stop()
         spool.close()
     assert writer.error is None and target.count() == 3
+    # Said once while it lasted (not at every retry), and when it ended.
+    assert sum("failed (retried)" in entry for entry in log) == 1, log
+    assert log[-1].startswith("writing to ClickHouse again")
 
 
 def test_a_table_that_is_not_the_exporters_is_a_clear_error(tmp_path: Path, target: Target) -> None:
