@@ -104,6 +104,10 @@ def _session_tables() -> dict[str, str]:
     return {"_toolspan_call_services": macros["call_services"]}
 
 
+# A following dashboard waits this many times its last build between looks.
+_BUILD_SHARE = 3.0
+
+
 def _limits(limits: SandboxLimits) -> SessionLimits:
     return SessionLimits(
         timeout_s=max(1, math.ceil(limits.time_limit_s)),
@@ -177,7 +181,7 @@ class ClickHouseDatabase:
         if self.spec.follow_s <= 0 or not self._refreshing.acquire(blocking=False):
             return False
         try:
-            if self._clock() - self._checked < self.spec.follow_s:
+            if self._clock() - self._checked < self.follow_interval_s():
                 return False
             self._checked = self._clock()  # a look that fails waits its turn too
             rows = self._source_rows()
@@ -191,6 +195,12 @@ class ClickHouseDatabase:
             return True
         finally:
             self._refreshing.release()
+
+    def follow_interval_s(self) -> float:
+        """Seconds between looks: ``follow_s``, and at least three times the
+        last build, so that a dashboard on a busy table spends at most a
+        quarter of its time (and of the server's) building."""
+        return max(self.spec.follow_s, _BUILD_SHARE * self.build_s)
 
     def age_s(self) -> float:
         """Seconds since the analysis was built."""

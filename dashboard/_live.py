@@ -117,7 +117,7 @@ def _source_line(database: ClickHouseDatabase) -> None:
     st.text(
         f"Live: {database.source_rows:,} spans in {database.session.table} · analysis built "
         f"{ago} s ago in {database.build_s:.1f} s · looks for new spans every "
-        f"{database.spec.follow_s:g} s"
+        f"{database.follow_interval_s():.0f} s"
     )
 
 

@@ -5,6 +5,7 @@ arrived, or with ``--follow 0``. Embedded chDB; the clock is injected."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,7 @@ def test_the_app_shows_spans_that_arrived(
     collector: Collector, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(_ui.DB_ENV, raising=False)
-    # The real clock: a look at every run (follow_s is tiny).
+    # The real clock: follow_s is tiny, a look waits for three builds' time.
     spec = SourceSpec(collector.source, write_tools=WRITE_TOOLS, follow_s=0.001)
     monkeypatch.setenv(SOURCE_ENV, spec.to_env())
     app = AppTest.from_file(APP, default_timeout=60).run()
@@ -141,10 +142,14 @@ def test_the_app_shows_spans_that_arrived(
     assert metrics["Calls"] == f"{_duck_calls(tmp_path, FIRST):,}"
     assert any(t.value.startswith("Live: ") and "spans in" in t.value for t in app.text)
     collector.insert(LATER)
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    metrics = {m.label: m.value for m in app.metric}
-    assert metrics["Calls"] == f"{_duck_calls(tmp_path, FIRST + LATER):,}"
+    expected = f"{_duck_calls(tmp_path, FIRST + LATER):,}"
+    # The next look comes once three builds' time has passed (real time here).
+    deadline = time.monotonic() + 60
+    while {m.label: m.value for m in app.metric}["Calls"] != expected:
+        assert time.monotonic() < deadline, "the new spans never reached the page"
+        time.sleep(0.2)
+        app.run()
+        assert not app.exception, [e.value for e in app.exception]
 
 
 def test_a_source_that_fails_keeps_the_analysis_and_says_why(collector: Collector) -> None:
@@ -164,5 +169,21 @@ def test_a_source_that_fails_keeps_the_analysis_and_says_why(collector: Collecto
         clock.now += 10
         assert database.refresh()
         assert _calls(database) > first
+    finally:
+        database.close()
+
+
+def test_a_slow_build_spaces_the_looks_out(collector: Collector) -> None:
+    # A build that took 5 s: the next look waits 15 s, not follow_s.
+    clock = Clock()
+    database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=2), clock=clock)
+    try:
+        database.build_s = 5.0
+        assert database.follow_interval_s() == 15
+        collector.insert(LATER)
+        clock.now += 10
+        assert not database.refresh()
+        clock.now += 5
+        assert database.refresh()
     finally:
         database.close()
