@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,7 @@ class Settings:
     grpc_port: int = 4317
     # The dashboard's port; 0 serves no dashboard.
     dashboard_port: int = 8501
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # a secret: never in a repr
     follow: Path | None = None
     alert_webhook: str | None = None
     alert_on: tuple[str, ...] = ()
@@ -60,7 +60,7 @@ class Settings:
     retry_after_s: float = 1.0
     # Also write the spans into ClickHouse, as the collector's exporter does
     # (a clickhouse://, clickhouses:// or chdb: source), into this table.
-    clickhouse: str | None = None
+    clickhouse: str | None = field(default=None, repr=False)  # may hold a password
     clickhouse_table: str = "otel_traces"
 
     @property
