@@ -22,8 +22,13 @@ With --parts refresh (not in the default parts): one analyser pass of 2,500
 spans into a database already holding --prefill spans (default 300,000),
 timed in this process: the per-pass cost that must not grow with the database.
 
+With --parts clickhouse (not in the default parts): the load generator again,
+through `toolspan serve --clickhouse` writing every span into an embedded chDB
+table as well; the end is when the analyser and the writer both have them all.
+
 Usage: python bench/live_bench.py [--spans 200000] [--phoenix-spans 5000] [--no-phoenix]
        python bench/live_bench.py --parts refresh [--prefill 300000]
+       python bench/live_bench.py --parts generator,clickhouse
 """
 
 from __future__ import annotations
@@ -149,7 +154,7 @@ def post_all(
 
 
 class Serve:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, clickhouse: str | None = None) -> None:
         self.http_port = free_port()
         self.directory = directory
         command = [
@@ -157,6 +162,8 @@ class Serve:
             "--http-port", str(self.http_port), "--grpc-port", str(free_port()), "--port", "0",
             "--write-tools", "send_email",
         ]  # fmt: skip
+        if clickhouse:
+            command += ["--clickhouse", clickhouse]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.http_port)
         self.api = httpx.Client(base_url=f"http://127.0.0.1:{self.http_port}", timeout=60)
@@ -193,23 +200,31 @@ def wait_until(check: Any, target: int, timeout_s: float = 600.0, poll_s: float 
     raise RuntimeError(f"not reached within {timeout_s} s: {target}")
 
 
-def throughput_generator(spans: int) -> dict[str, float]:
+def throughput_generator(spans: int, clickhouse: bool = False) -> dict[str, float]:
+    """End to end through serve; with ``clickhouse``, serve also writes every
+    span into an embedded chDB table (``--clickhouse``), and the end is when
+    both the analyser and the writer have them all."""
     bodies, all_ids = [], []
     for number in range(spans // SPANS_PER_REQUEST):
         body, ids = request(number)
         bodies.append(body)
         all_ids.extend(ids)
     with tempfile.TemporaryDirectory(dir=DATA) as scratch:
-        serve = Serve(Path(scratch) / "spool")
+        spool, chdb = Path(scratch) / "spool", Path(scratch) / "chdb"
+        chdb.mkdir()
+        serve = Serve(spool, f"chdb:{chdb}?database=otel" if clickhouse else None)
         try:
             started = time.monotonic()
             refused = post_all(serve.url, bodies)
             accepted = time.monotonic()
             done = wait_until(serve.calls, len(all_ids))
+            if clickhouse:
+                done = wait_until(lambda: _written(spool), _sealed(spool))
             lost = _lost(serve, all_ids)
             rss = serve.peak_rss_mb()
         finally:
             serve.stop()
+        written = _chdb_rows(chdb) if clickhouse else None
     return {
         "spans": len(all_ids),
         "accept_s": accepted - started,
@@ -218,7 +233,33 @@ def throughput_generator(spans: int) -> dict[str, float]:
         "refused": refused,
         "lost": lost,
         "rss_mb": rss,
+        "clickhouse_rows": written,
     }
+
+
+def _sealed(spool: Path) -> int:
+    """The newest spool segment holding spans (the analyser sealed it: it has them all)."""
+    numbers = [int(p.stem.split("-")[1]) for p in spool.glob("spans-*.jsonl") if p.stat().st_size]
+    return max(numbers)
+
+
+def _written(spool: Path) -> int:
+    """The last segment serve's ClickHouse writer wrote whole (its cursor)."""
+    try:
+        return int((spool / "clickhouse.cursor").read_text())
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def _chdb_rows(chdb: Path) -> int:
+    """Rows in the chDB table serve wrote (read once serve, which held it, exited)."""
+    import clickhouse_connect
+
+    client = clickhouse_connect.get_client(dsn=f"chdb://{chdb}")
+    try:
+        return int(client.query("SELECT count() FROM otel.otel_traces").result_rows[0][0])
+    finally:
+        client.close()
 
 
 def _lost(serve: Serve, ids: list[str]) -> int:
@@ -450,7 +491,8 @@ def main() -> int:
     parser.add_argument(
         "--parts",
         default="generator,sdk,latency,phoenix",
-        help="which measurements, comma-separated (default all)",
+        help="which measurements, comma-separated: generator, sdk, latency, phoenix "
+        "(the default: all four), refresh, clickhouse (serve --clickhouse)",
     )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -466,6 +508,15 @@ def main() -> int:
             f"{generator['end_to_end_s']:.1f} s = {generator['spans_per_s']:,.0f} spans/s "
             f"(accepted in {generator['accept_s']:.1f} s; {generator['refused']} retry-later "
             f"answers; lost {generator['lost']}; peak RSS {generator['rss_mb']:.0f} MB)",
+            flush=True,
+        )
+    if "clickhouse" in parts:
+        both = throughput_generator(args.spans, clickhouse=True)
+        print(
+            f"serve --clickhouse, load generator: {both['spans']:,} spans analysed and written "
+            f"to chDB in {both['end_to_end_s']:.1f} s = {both['spans_per_s']:,.0f} spans/s "
+            f"({both['refused']} retry-later answers; lost {both['lost']}; "
+            f"{both['clickhouse_rows']:,} rows in ClickHouse; peak RSS {both['rss_mb']:.0f} MB)",
             flush=True,
         )
     sdk = throughput_sdk(args.sdk_spans) if "sdk" in parts else None
