@@ -35,6 +35,7 @@ from ..analyzer._clickhouse import (
 )
 from ..analyzer._errors import AnalyzerError
 from ..analyzer._exporter_table import create_table, insert_rows, rows_from_request
+from ._live import _write_atomically
 from ._spool import Spool, segment_number
 
 __all__ = ["ClickHouseWriter"]
@@ -222,9 +223,9 @@ class ClickHouseWriter:
             raise ServeError(f"{self._cursor_path} is damaged: remove it to write again") from None
 
     def _write_cursor(self) -> None:
-        temporary = self._cursor_path.with_suffix(".tmp")
-        temporary.write_text(f"{self.written}\n")
-        temporary.replace(self._cursor_path)
+        # Not fsynced: after a power cut the writer may write a segment again,
+        # which the analysis counts once (a span is its trace and span id).
+        _write_atomically(self._cursor_path, f"{self.written}\n".encode())
 
 
 # ClickHouse's error codes for data it will not store: CANNOT_PARSE_* (6, 26,
