@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolspan.analyzer._clickhouse import parse_source
+from toolspan.analyzer._clickhouse import _connect, parse_source
 
 # The engines, as fixture params: a server only with CLICKHOUSE_URL.
 PARAMS = [
@@ -44,18 +44,8 @@ class Backend:
         return f"{self.base.rstrip('/')}/{database}"
 
     def client(self, database: str = "default") -> Any:
-        import clickhouse_connect
-
-        parsed = parse_source(self.source(database))
-        if parsed.kind == "chdb":
-            return clickhouse_connect.get_client(dsn=f"chdb://{parsed.path}", database=database)
-        return clickhouse_connect.get_client(
-            host=parsed.host,
-            port=parsed.port,
-            secure=parsed.secure,
-            username=parsed.username,
-            password=parsed.password,
-        )
+        """A client of this engine, through the analyzer's own connect."""
+        return _connect(parse_source(self.source(database)), database=database)
 
 
 def unique(prefix: str) -> str:
