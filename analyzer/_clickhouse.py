@@ -531,17 +531,18 @@ class ClickHouseAnalyzer:
         self._command(f"CREATE DATABASE IF NOT EXISTS {db}")
         sql = statements("clickhouse_views")
         copies = self._copy_statements()
+        versions = {name: _version(body) for name, body in copies.items()}
         parts = {
             "db": db,
             "tool_spans": copies["_toolspan_tool_span_rows"],
             "conversations": copies["_toolspan_conversation_rows"],
-            "tool_spans_version": _version(copies["_toolspan_tool_span_rows"]),
-            "conversations_version": _version(copies["_toolspan_conversation_rows"]),
+            "tool_spans_version": versions["_toolspan_tool_span_rows"],
+            "conversations_version": versions["_toolspan_conversation_rows"],
             "source": f"{_identifier(self._table_database)}.{_identifier(self._table)}",
             "settings": ", ".join(f"{k} = {v}" for k, v in _SETTINGS.items()),
         }
         made = self._copy_versions(database)
-        fresh = made != {name: _version(body) for name, body in copies.items()}
+        fresh = made != versions
         if fresh and made:
             # Copies made by other statements (another table layout, another
             # version of toolspan): made again from the collector's table.
@@ -658,12 +659,12 @@ class ClickHouseAnalyzer:
         fed: dict[str, set[str]] = {}
         for database, view in zip(*rows[0], strict=True):
             fed.setdefault(database, set()).add(view)
-        wanted = {name: _version(body) for name, body in self._copy_statements().items()}
         mvs = {"_toolspan_tool_spans_mv", "_toolspan_conversations_mv"}
-        for database in sorted(db for db, views in fed.items() if mvs <= views):
-            if self._copy_versions(database) == wanted:
-                return database
-        return None
+        candidates = sorted(db for db, views in fed.items() if mvs <= views)
+        if not candidates:
+            return None  # the usual case: rendered statements are not needed
+        wanted = {name: _version(body) for name, body in self._copy_statements().items()}
+        return next((db for db in candidates if self._copy_versions(db) == wanted), None)
 
     def _parameters(self) -> dict[str, Any]:
         params: dict[str, Any] = {"write_tools": self._write_regexes}
