@@ -60,7 +60,10 @@ class ClickHouseWriter:
         log: Callable[[str], None] | None = None,
     ) -> None:
         self._spool = spool
-        self._source = parse_source(source)
+        try:
+            self._source = parse_source(source)
+        except AnalyzerError as exc:  # messages already without credentials
+            raise ServeError(f"--clickhouse: {exc}") from None
         database, _, name = table.rpartition(".")
         self._database = database or self._source.database
         self._name = name

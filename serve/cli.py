@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM."""
-    from ..analyzer import FINDING_KINDS, AnalyzerError
+    from ..analyzer import FINDING_KINDS
     from ._server import Server, Settings, is_loopback
 
     kinds = tuple(_split(args.alert_on))
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     _on_signals(stop)
     try:
         server = Server(settings).start()
-    except (ServeError, AnalyzerError, OSError) as exc:  # messages without credentials
+    except (ServeError, OSError) as exc:
         return _error(str(exc))
     # What the started server holds (modules, its parts) lives as long as the
     # process: moved out of the garbage collector's way, so that the full

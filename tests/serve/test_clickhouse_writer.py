@@ -244,6 +244,11 @@ def test_the_command_line_names_a_source_that_cannot_be_opened(
     err = capsys.readouterr().err
     assert "cannot connect to clickhouse://127.0.0.1:9/otel" in err
     assert "s3cret-pw" not in err
+    argv[-1] = "clickhouse://u:s3cret-pw@[::1/otel"  # does not parse
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--clickhouse: not a ClickHouse source URL" in err
+    assert "s3cret-pw" not in err
     from toolspan.serve import Settings
 
     settings = Settings(clickhouse="clickhouse://u:s3cret-pw@h/otel", token="t0ken-value")
