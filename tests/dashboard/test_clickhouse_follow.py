@@ -22,8 +22,9 @@ from toolspan.dashboard._clickhouse import ClickHouseDatabase, SourceSpec
 from toolspan.dashboard._env import SOURCE_ENV
 from toolspan.dashboard._errors import DashboardError
 from toolspan.dashboard._queries import Filters, run_query
+from toolspan.tracer.testing import FakeClock
 
-from .clickhouse_sources import SAMPLES, WRITE_TOOLS, load_chdb, load_duckdb
+from .clickhouse_sources import SAMPLES, WRITE_TOOLS, drop, load_chdb, load_duckdb
 
 clickhouse_connect = pytest.importorskip("clickhouse_connect")
 pytest.importorskip("chdb")
@@ -31,14 +32,6 @@ pytest.importorskip("chdb")
 APP = Path(__file__).parents[2] / "dashboard" / "app.py"
 FIRST = [SAMPLES / "agent_run"]
 LATER = [SAMPLES / "bicycle"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Collector:
@@ -58,9 +51,8 @@ class Collector:
         clickhouse_otel.insert_rows(self.client, rows, f"{self.database}.otel_traces")
 
     def close(self) -> None:
-        self.client.command(f"DROP DATABASE IF EXISTS v_{self.database}")
-        self.client.command(f"DROP DATABASE IF EXISTS {self.database}")
         self.client.close()
+        drop(self.backend, self.database, f"v_{self.database}")
 
 
 @pytest.fixture
@@ -91,7 +83,7 @@ def test_spans_that_arrive_are_on_the_pages_after_the_next_look(
     if reads == "copies":  # init's materialized views copy the later insert
         with ClickHouseAnalyzer(collector.source) as az:
             az.create_views(f"v_{collector.database}")
-    clock = Clock()
+    clock = FakeClock(1000.0)
     spec = SourceSpec(collector.source, write_tools=WRITE_TOOLS, follow_s=10)
     database = ClickHouseDatabase(spec, clock=clock)
     try:
@@ -117,7 +109,7 @@ def test_spans_that_arrive_are_on_the_pages_after_the_next_look(
 
 
 def test_follow_zero_keeps_the_analysis_as_opened(collector: Collector) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=0), clock=clock)
     try:
         first = _calls(database)
@@ -153,7 +145,7 @@ def test_the_app_shows_spans_that_arrived(
 
 
 def test_a_source_that_fails_keeps_the_analysis_and_says_why(collector: Collector) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=10), clock=clock)
     try:
         first = _calls(database)
@@ -175,7 +167,7 @@ def test_a_source_that_fails_keeps_the_analysis_and_says_why(collector: Collecto
 
 def test_a_slow_build_spaces_the_looks_out(collector: Collector) -> None:
     # A build that took 5 s: the next look waits 15 s, not follow_s.
-    clock = Clock()
+    clock = FakeClock(1000.0)
     database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=2), clock=clock)
     try:
         database.build_s = 5.0

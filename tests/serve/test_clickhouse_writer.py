@@ -23,6 +23,7 @@ from toolspan.analyzer._exporter_table import create_table
 from toolspan.serve import Server
 from toolspan.serve._clickhouse import ClickHouseWriter
 from toolspan.serve._spool import Spool
+from toolspan.tracer.testing import FakeClock
 
 from .conftest import http_url, send_writes, tool_request
 
@@ -202,13 +203,7 @@ def test_serve_writes_what_it_receives_and_the_dashboard_follows_it(
     send_writes(OTLPSpanExporter(endpoint=http_url(server)), "c-live")
     target.wait_for(4)  # two calls of one write, each with its attempt span
 
-    class Clock:
-        now = 0.0
-
-        def __call__(self) -> float:
-            return self.now
-
-    clock = Clock()
+    clock = FakeClock()
     database = ClickHouseDatabase(SourceSpec(target.source, follow_s=5), clock=clock)
     try:
 
