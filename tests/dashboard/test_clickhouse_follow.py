@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,17 @@ class Collector:
         rows = clickhouse_otel.rows_from_files(resolve(paths))
         clickhouse_otel.insert_rows(self.client, rows, f"{self.database}.otel_traces")
 
+    @contextmanager
+    def followed(self, **spec: Any) -> Iterator[tuple[ClickHouseDatabase, FakeClock]]:
+        """The dashboard's database on this source (``SourceSpec`` fields in
+        ``spec``), on a fake clock."""
+        clock = FakeClock(1000.0)
+        database = ClickHouseDatabase(SourceSpec(self.source, **spec), clock=clock)
+        try:
+            yield database, clock
+        finally:
+            database.close()
+
     def close(self) -> None:
         self.client.close()
         drop(self.backend, self.database, f"v_{self.database}")
@@ -83,10 +95,7 @@ def test_spans_that_arrive_are_on_the_pages_after_the_next_look(
     if reads == "copies":  # init's materialized views copy the later insert
         with ClickHouseAnalyzer(collector.source) as az:
             az.create_views(f"v_{collector.database}")
-    clock = FakeClock(1000.0)
-    spec = SourceSpec(collector.source, write_tools=WRITE_TOOLS, follow_s=10)
-    database = ClickHouseDatabase(spec, clock=clock)
-    try:
+    with collector.followed(write_tools=WRITE_TOOLS, follow_s=10) as (database, clock):
         assert database.session.copies == (f"v_{collector.database}" if reads == "copies" else None)
         first = _calls(database)
         assert first == _duck_calls(tmp_path, FIRST)
@@ -104,21 +113,15 @@ def test_spans_that_arrive_are_on_the_pages_after_the_next_look(
         clock.now += 10
         assert not database.refresh()
         assert database.generation == 1
-    finally:
-        database.close()
 
 
 def test_follow_zero_keeps_the_analysis_as_opened(collector: Collector) -> None:
-    clock = FakeClock(1000.0)
-    database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=0), clock=clock)
-    try:
+    with collector.followed(follow_s=0) as (database, clock):
         first = _calls(database)
         collector.insert(LATER)
         clock.now += 3600
         assert not database.refresh()
         assert _calls(database) == first
-    finally:
-        database.close()
 
 
 def test_the_app_shows_spans_that_arrived(
@@ -145,9 +148,7 @@ def test_the_app_shows_spans_that_arrived(
 
 
 def test_a_source_that_fails_keeps_the_analysis_and_says_why(collector: Collector) -> None:
-    clock = FakeClock(1000.0)
-    database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=10), clock=clock)
-    try:
+    with collector.followed(follow_s=10) as (database, clock):
         first = _calls(database)
         table = f"{collector.database}.otel_traces"
         collector.client.command(f"RENAME TABLE {table} TO {table}_away")
@@ -161,15 +162,11 @@ def test_a_source_that_fails_keeps_the_analysis_and_says_why(collector: Collecto
         clock.now += 10
         assert database.refresh()
         assert _calls(database) > first
-    finally:
-        database.close()
 
 
 def test_a_slow_build_spaces_the_looks_out(collector: Collector) -> None:
     # A build that took 5 s: the next look waits 15 s, not follow_s.
-    clock = FakeClock(1000.0)
-    database = ClickHouseDatabase(SourceSpec(collector.source, follow_s=2), clock=clock)
-    try:
+    with collector.followed(follow_s=2) as (database, clock):
         database.build_s = 5.0
         assert database.follow_interval_s() == 15
         collector.insert(LATER)
@@ -177,5 +174,3 @@ def test_a_slow_build_spaces_the_looks_out(collector: Collector) -> None:
         assert not database.refresh()
         clock.now += 5
         assert database.refresh()
-    finally:
-        database.close()
