@@ -557,7 +557,7 @@ class ClickHouseAnalyzer:
             self._command(Template(sql[name]).substitute(parts))
         if fresh:
             # After the materialized views exist: a block inserted meanwhile is
-            # copied twice at worst, and read once (LIMIT 1 BY).
+            # copied twice at worst, and read once (FINAL).
             for name in ("backfill_tool_spans", "backfill_conversations"):
                 self._command(Template(sql[name]).substitute(parts))
         write_tools = "[" + ", ".join(_sql(r) for r in self._write_regexes) + "]"

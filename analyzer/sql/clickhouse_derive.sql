@@ -162,10 +162,16 @@ dominated AS (
     JOIN weak_key AS weak ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
     WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
 ),
+-- Attempt spans counted only for the calls that do not state their attempts
+-- (toolspan's do): the join holds its right side in memory, and counting every
+-- call's attempts was 1.2 of this statement's 1.6 s on 10M spans.
 attempt_count AS (
     SELECT trace_id, parent_span_id AS span_id, toInt64(count()) AS attempts
     FROM _toolspan_tool_spans
     WHERE source = 'attempt'
+      AND (trace_id, parent_span_id) IN (
+          SELECT trace_id, span_id FROM _toolspan_tool_spans
+          WHERE source <> 'attempt' AND attempts_attr IS NULL)
     GROUP BY trace_id, parent_span_id
 ),
 call AS (

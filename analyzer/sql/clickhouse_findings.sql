@@ -56,6 +56,18 @@ loop AS (
 ),
 -- duplicate_write: a write that executed successfully more than once for the
 -- same logical action (same idempotency key, else same tool and arguments).
+-- The repeated actions first, as for loops: most writes run once, and
+-- collecting their lists took most of this rule's time (10M spans: 1.45 s,
+-- 0.60 s this way).
+duplicate_key AS (
+    SELECT conversation_id, idempotency_key,
+        if(idempotency_key IS NULL, tool, NULL) AS key_tool,
+        if(idempotency_key IS NULL, args_fingerprint, NULL) AS key_args
+    FROM tool_calls
+    WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
+    GROUP BY conversation_id, idempotency_key, key_tool, key_args
+    HAVING count() >= 2
+),
 duplicate_write AS (
     SELECT
         'duplicate_write' AS kind, conversation_id,
@@ -82,6 +94,9 @@ duplicate_write AS (
                    explanation String)')) AS detail
     FROM tool_calls
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
+      -- IN compares NULLs as equal (transform_null_in).
+      AND (conversation_id, idempotency_key, if(idempotency_key IS NULL, tool, NULL),
+           if(idempotency_key IS NULL, args_fingerprint, NULL)) IN (SELECT * FROM duplicate_key)
     GROUP BY
         conversation_id, idempotency_key,
         if(idempotency_key IS NULL, tool, NULL),
@@ -89,6 +104,15 @@ duplicate_write AS (
     HAVING count() >= 2
 ),
 -- idempotency_conflict: one key used with different argument fingerprints.
+-- The conflicting keys first: where every write has a key (as it should),
+-- collecting the lists of every key would cost what duplicate_write's did.
+conflicting_key AS (
+    SELECT idempotency_key
+    FROM tool_calls
+    WHERE idempotency_key IS NOT NULL
+    GROUP BY idempotency_key
+    HAVING uniqExact(args_fingerprint) > 1
+),
 idempotency_conflict AS (
     SELECT
         'idempotency_conflict' AS kind,
@@ -110,9 +134,8 @@ idempotency_conflict AS (
             'Tuple(tools Array(Nullable(String)), args_fingerprints Array(Nullable(String)),
                    conversations Array(String), statuses Array(String), explanation String)')) AS detail
     FROM tool_calls
-    WHERE idempotency_key IS NOT NULL
+    WHERE idempotency_key IN (SELECT idempotency_key FROM conflicting_key)
     GROUP BY idempotency_key
-    HAVING uniqExact(args_fingerprint) > 1
 ),
 -- The attempts of the calls that may be unsafe retries, in order: outcomes and
 -- read-backs. (A CTE is computed where it is used, so each use reads only the
@@ -202,8 +225,10 @@ unread_repeat AS (
     SELECT
         u.trace_id AS unknown_trace_id, u.span_id AS unknown_span_id,
         r.trace_id AS trace_id, r.span_id AS span_id, r.start_time AS start_time, r.end_time AS end_time
-    FROM unknown_write AS u
-    JOIN tool_calls AS r
+    -- The unknown writes on the right: a join holds its right side in memory
+    -- (10M spans: 0.67 s with all the calls there, 0.08 s this way).
+    FROM tool_calls AS r
+    JOIN unknown_write AS u
         ON r.conversation_id = u.conversation_id
        AND isNotDistinctFrom(r.tool, u.tool)
        AND isNotDistinctFrom(r.args_fingerprint, u.args_fingerprint)

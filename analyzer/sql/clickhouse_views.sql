@@ -54,7 +54,11 @@ FROM $source
 WHERE toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(SpanAttributes, 'session.id')
 
 -- name: tool_spans_view
-SELECT * FROM $db._toolspan_tool_span_rows LIMIT 1 BY trace_id, span_id
+-- FINAL: the table's own deduplication (by its sorting key, trace and span
+-- id), merged as it is read in order: a span delivered twice is one row, and
+-- on 5.2M tool spans it took 1.4 s where LIMIT 1 BY's hash table took 2.0-3.4.
+-- Duplicates are the same span, so which copy survives does not matter.
+SELECT * FROM $db._toolspan_tool_span_rows FINAL
 
 -- name: trace_conversations_view
 SELECT trace_id, toValidUTF8(min(conversation_id)) AS conversation_id
@@ -66,7 +70,8 @@ GROUP BY trace_id
 -- An analysis' tool spans (clickhouse_derive.sql's tool_spans), read from the
 -- copy instead of the raw spans: $range is on start_time here (the span's
 -- start to the microsecond, as the ranges' bounds are written).
-SELECT * FROM $db._toolspan_tool_span_rows WHERE $range LIMIT 1 BY trace_id, span_id
+-- Deduplicated with FINAL, as tool_spans_view.
+SELECT * FROM $db._toolspan_tool_span_rows FINAL WHERE $range
 
 -- name: copied_trace_conversations
 -- clickhouse_derive.sql's trace_conversations, from the copy.

@@ -298,6 +298,46 @@ def test_duplicate_deliveries_count_once(
     _assert_same(table, paths)
 
 
+@pytest.mark.parametrize("reads", READS)
+def test_a_call_that_does_not_state_its_attempts_counts_its_attempt_spans(
+    table: Table, tmp_path: Path, reads: str
+) -> None:
+    # Another implementation of the trace contract (or an older toolspan):
+    # the call span has no toolspan.attempts, its attempt spans are there.
+    # ClickHouse counts attempt spans only for such calls (clickhouse_derive.sql).
+    rec = Recorder()
+    common = {"gen_ai.tool.name": "refund", "gen_ai.conversation.id": "c-count"}
+    with rec.conversation("c-count"):
+        rec.toolspan_call("lookup", "c-count", {"id": 1}, outcomes=("timeout", "ok"))
+        with rec.span(
+            "execute_tool refund",
+            scope="toolspan",
+            **common,
+            **{
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.call.arguments": '{"order": 7}',
+                "toolspan.status": "succeeded",
+                "toolspan.side_effect": "write",
+            },
+        ):
+            for number in (1, 2, 3):
+                outcome = "ok" if number == 3 else "timeout"
+                with rec.span(
+                    f"attempt {number} refund",
+                    scope="toolspan",
+                    **common,
+                    **{"toolspan.attempt": number, "toolspan.attempt.outcome": outcome},
+                ):
+                    pass
+    Recorder.write(tmp_path / "t.jsonl", rec.take())
+    table.load_read_by(reads, tmp_path)
+    findings = _assert_same(table, [tmp_path])
+    with ClickHouseAnalyzer(table.source) as az:
+        attempts = dict(az.query("SELECT tool, attempts FROM tool_calls").rows)
+    assert attempts == {"lookup": 2, "refund": 3}
+    assert [(f.kind, f.tool, f.count) for f in findings] == [("unsafe_retry", "refund", 3)]
+
+
 def test_copies_made_by_other_statements_are_not_read_and_init_makes_them_again(
     table: Table, scenario: dict[str, object]
 ) -> None:
