@@ -5,7 +5,6 @@ orchestrates batches and reports."""
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import re
 import shutil
@@ -22,7 +21,14 @@ import orjson
 from .._sql import Statements, load_statements
 from . import _inputs
 from ._errors import AnalyzerError, CorruptInputError, DatabaseError, QueryError
-from ._model import DEFAULT_MIN_REPEATS, BadLine, Finding, IngestReport, QueryResult
+from ._model import (
+    DEFAULT_MIN_REPEATS,
+    BadLine,
+    Finding,
+    IngestReport,
+    QueryResult,
+    collector_paused,
+)
 
 Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
@@ -330,7 +336,7 @@ class Analyzer:
             sql, params = _statement("summary", "findings_min_repeats"), [min_repeats]
         cursor = self._execute(sql, params)
         found: list[Finding] = []
-        with _collector_paused():
+        with collector_paused():
             # In chunks: the rows of every finding and their Finding objects
             # never coexist (each finding's are ~1.5 KB of Python objects).
             while rows := cursor.fetchmany(_FINDINGS_PER_FETCH):
@@ -771,26 +777,6 @@ class Analyzer:
                 _statement("ingest", "remember_bad_lines"),
                 [[b.path for b in bad], [b.line for b in bad], [b.reason for b in bad]],
             )
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while building many objects.
-
-    Tens of thousands of findings (tuples, lists, dicts, datetimes) trigger a
-    collection every few hundred allocations, each scanning everything built so
-    far: that was half the time spent building them. They hold no cycles.
-
-    The collector's generations stay the caller's: freezing and unfreezing to
-    promote the findings would promote every young object of the process too.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _finding(row: tuple[Any, ...]) -> Finding:

@@ -28,7 +28,7 @@ import orjson
 
 from .._sql import Statements, load_statements
 from ._errors import DatabaseError, QueryError
-from ._model import DEFAULT_MIN_REPEATS, Finding, QueryResult
+from ._model import DEFAULT_MIN_REPEATS, Finding, QueryResult, collector_paused
 
 DEFAULT_TABLE = "otel_traces"
 DEFAULT_VIEWS_DATABASE = "toolspan"
@@ -488,8 +488,11 @@ class ClickHouseAnalyzer:
         sql = self._render(
             statement("clickhouse_findings", "findings"), min_repeats="{min_repeats:UInt32}"
         )
-        rows = self._rows(sql, {"min_repeats": min_repeats})
-        return [_finding(row) for row in rows]
+        # Fetched and built with the collector paused (see collector_paused):
+        # 396,410 findings took 3.4-3.9 s with it running, 1.7-2.8 s paused.
+        with collector_paused():
+            rows = self._rows(sql, {"min_repeats": min_repeats})
+            return [_finding(row) for row in rows]
 
     def summary(self) -> dict[str, Any]:
         """The summary figures of ``Analyzer.summary``; ``spans`` counts the rows in range."""
@@ -888,17 +891,18 @@ def _qualify(sql: str, database: str) -> str:
 
 def _finding(row: Sequence[Any]) -> Finding:
     kind, conversation, tool, key, count, span_ids, trace_ids, first, last, detail = row
+    # Positional, as the DuckDB path builds them (keywords cost a third more).
     return Finding(
-        kind=kind,
-        conversation_id=conversation,
-        tool=tool,
-        idempotency_key=key,
-        count=int(count),
-        span_ids=tuple(span_ids),
-        trace_ids=tuple(trace_ids),
-        first_seen=_naive_utc(first),
-        last_seen=_naive_utc(last),
-        detail=orjson.loads(detail) if detail else {},
+        kind,
+        conversation,
+        tool,
+        key,
+        int(count),
+        tuple(span_ids),
+        tuple(trace_ids),
+        _naive_utc(first),
+        _naive_utc(last),
+        orjson.loads(detail) if detail else {},
     )
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -114,3 +117,23 @@ class QueryResult:
 def _iso_utc(moment: datetime) -> str:
     # DuckDB TIMESTAMP values are naive UTC; say so explicitly.
     return moment.isoformat() + ("Z" if moment.tzinfo is None else "")
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while building many objects.
+
+    Tens of thousands of findings (tuples, lists, dicts, datetimes) trigger a
+    collection every few hundred allocations, each scanning everything built so
+    far: that was half the time spent building them. They hold no cycles.
+
+    The collector's generations stay the caller's: freezing and unfreezing to
+    promote the findings would promote every young object of the process too.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
