@@ -105,9 +105,11 @@ FROM (
         toValidUTF8(toolspan_attr(SpanAttributes, 'http.response.status_code')) AS a_http_status,
         -- The arguments' and the result's fingerprints through one canonical-JSON
         -- expression (ClickHouse's planning time grows with a statement's length);
-        -- the arguments' only where no hash is given (NULL skips it).
+        -- each only where no hash is given (NULL skips it): a result captured
+        -- beside its hash was 1.3 s of 1.9 s on 1M spans.
         arrayMap(text -> lower(hex(SHA256(toolspan_canonical_json(text)))),
-                 [if(a_args_hash IS NULL, arguments_text, NULL), result_text]) AS fingerprints
+                 [if(a_args_hash IS NULL, arguments_text, NULL),
+                  if(a_result_hash IS NULL, result_text, NULL)]) AS fingerprints
     FROM $source
     WHERE $range
       AND (toolspan_has(SpanAttributes, 'toolspan.attempt')

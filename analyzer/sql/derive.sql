@@ -164,25 +164,31 @@ FROM tool_span;
 
 -- name: count_touched_tool_spans
 -- How many touched tool spans need a fingerprint of their arguments (they
--- carry no toolspan.args.hash) or of their result text: the fingerprint is
--- the SHA-256 of the canonical JSON, which the Analyzer computes in Python
--- (toolspan_canonical_json). Registering that function imports numpy into
--- DuckDB (~0.06 CPU s), so it is registered only when a span needs it;
--- toolspan's own spans carry their hashes and no result text. Then how many
--- are weak call spans (forget_dominated_calls runs only if some are), and how
--- many there are in all.
+-- carry no toolspan.args.hash) or of their result text (no
+-- toolspan.result.hash): the fingerprint is the SHA-256 of the canonical
+-- JSON, which the Analyzer computes in Python (toolspan_canonical_json).
+-- Registering that function imports numpy into DuckDB (~0.06 CPU s), so it is
+-- registered only when a span needs it; toolspan's own spans carry their
+-- hashes (a result captured with capture_results comes with its hash). Then
+-- how many are weak call spans (forget_dominated_calls runs only if some
+-- are), and how many there are in all.
 SELECT
     count(*) FILTER (
-        WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL) OR result_text IS NOT NULL),
+        WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL)
+           OR (result_text IS NOT NULL AND result_hash IS NULL)),
     count(*) FILTER (WHERE source IN ('genai', 'openinference')),
     count(*)
 FROM touched_tool_spans;
 
 -- name: fingerprint_tool_spans
+-- A result's fingerprint only where no hash is given: nothing reads it then
+-- (tool_calls takes coalesce(result_hash, result_fingerprint)).
 UPDATE touched_tool_spans
 SET args_fingerprint = coalesce(args_fingerprint, sha256(toolspan_canonical_json(arguments))),
-    result_fingerprint = sha256(toolspan_canonical_json(result_text))
-WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL) OR result_text IS NOT NULL;
+    result_fingerprint = CASE WHEN result_hash IS NULL
+                              THEN sha256(toolspan_canonical_json(result_text)) END
+WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL)
+   OR (result_text IS NOT NULL AND result_hash IS NULL);
 
 -- name: scope_old_conversations
 -- The conversations and keys of the calls about to be recomputed (findings.sql,

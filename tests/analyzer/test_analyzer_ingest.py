@@ -21,7 +21,7 @@ from toolspan.analyzer import (
     _analyzer,
 )
 
-from .conftest import Recorder, gzip_copy, sha, span_hex, zstd_copy
+from .conftest import Recorder, canonical, gzip_copy, sha, span_hex, zstd_copy
 
 
 def _record_calls(rec: Recorder, n: int = 6) -> list[str]:
@@ -246,11 +246,27 @@ def test_files_lines_and_order_do_not_change_the_analysis(
 
 def test_spans_without_hashes_are_fingerprinted_in_a_later_ingest(tmp_path: Path) -> None:
     # toolspan's spans carry their hashes: the canonical JSON function is then
-    # never needed (nor registered). A later ingest of spans without hashes
-    # must still fingerprint them, ignoring key order and whitespace.
+    # never needed (nor registered), also for a result captured beside its hash
+    # (capture_results). A later ingest of spans without hashes must still
+    # fingerprint them, ignoring key order and whitespace.
     rec = Recorder()
     with rec.conversation("c1"):
         rec.toolspan_call("search", "c1", {"q": "a", "n": 1}, result={"hits": 1})
+        with rec.span(
+            "execute_tool fetch",
+            scope="toolspan",
+            **{
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "fetch",
+                "gen_ai.tool.call.arguments": canonical({"id": 2}),
+                "toolspan.args.hash": sha({"id": 2}),
+                "toolspan.status": "succeeded",
+                "toolspan.attempts": 1,
+                "gen_ai.tool.call.result": '{"b": 1, "a": 2}',
+                "toolspan.result.hash": sha({"a": 2, "b": 1}),
+            },
+        ):
+            pass
     hashed = Recorder.write(tmp_path / "hashed.jsonl", rec.take())
     with rec.conversation("c2"):
         rec.genai_tool("lookup", '{"n": 1, "q": "a"}', '{"b": 2, "a": 1}')
@@ -267,6 +283,7 @@ def test_spans_without_hashes_are_fingerprinted_in_a_later_ingest(tmp_path: Path
         ).rows
     assert rows == [
         ("search", sha({"q": "a", "n": 1}), sha({"hits": 1})),
+        ("fetch", sha({"id": 2}), sha({"a": 2, "b": 1})),
         ("lookup", sha({"n": 1, "q": "a"}), sha({"a": 1, "b": 2})),
         ("lookup", sha({"n": 1, "q": "a"}), sha({"a": 1, "b": 2})),
         (
