@@ -25,11 +25,11 @@ loop_group AS (
         arraySort(groupUniqArray(trace_id)) AS trace_ids,
         min(start_time) AS first_seen,
         max(end_time) AS last_seen,
-        -- Any one of the group's arguments (they share a fingerprint): the first.
-        arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, arguments))))[1] AS arguments,
+        -- The first call's (by start, then span id; its first with any), as DuckDB.
+        argMin(arguments, (start_time, span_id)) AS arguments,
         -- Every call after the first was wasted: its time in the tool plus its waits.
-        sum(duration_ms) - argMin(duration_ms, start_time) AS wasted_ms,
-        sum(coalesce(total_wait_s, 0)) - argMin(coalesce(total_wait_s, 0), start_time) AS wasted_wait_s,
+        sum(duration_ms) - argMin(duration_ms, (start_time, span_id)) AS wasted_ms,
+        sum(coalesce(total_wait_s, 0)) - argMin(coalesce(total_wait_s, 0), (start_time, span_id)) AS wasted_wait_s,
         sum(attempts) AS attempts
     FROM tool_calls
     WHERE (conversation_id, tool, args_fingerprint, answer) IN (SELECT * FROM repeated_key)
@@ -80,7 +80,7 @@ duplicate_write AS (
             (arraySort(groupUniqArray(tool)),
              arraySort(groupUniqArray(args_fingerprint)),
              arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, call_id)))),
-             arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, arguments))))[1],
+             argMin(arguments, (start_time, span_id)),
              format(
                  '{} writes of {} for one action all ran: {}.',
                  toString(count()), arrayStringConcat(arraySort(groupUniqArray(tool)), ', '),
@@ -116,7 +116,7 @@ conflicting_key AS (
 idempotency_conflict AS (
     SELECT
         'idempotency_conflict' AS kind,
-        argMin(conversation_id, start_time) AS conversation_id,
+        argMin(conversation_id, (start_time, span_id)) AS conversation_id,
         if(uniqExact(tool) = 1, min(tool), NULL) AS tool,
         idempotency_key, count() AS count,
         arrayMap(x -> x.2, arraySort(groupArray((start_time, span_id)))) AS span_ids,
@@ -200,7 +200,7 @@ key_churn AS (
         min(start_time) AS first_seen, max(end_time) AS last_seen,
         toJSONString(CAST(
             (arraySort(groupUniqArray(idempotency_key)), request_id, args_fingerprint,
-             arrayMap(x -> x.3, arraySort(groupArray((start_time, span_id, arguments))))[1],
+             argMin(arguments, (start_time, span_id)),
              format(
                  '{} writes of {} with the same arguments ran under {} different idempotency keys: '
                  || 'derive the key once per logical action and reuse it on every retry.',

@@ -53,10 +53,11 @@ loop_group AS (
         list_sort(list(DISTINCT trace_id)) AS trace_ids,
         min(start_time) AS first_seen,
         max(end_time) AS last_seen,
-        any_value(arguments) AS arguments,
+        -- The first call's (by start, then span id; its first with any).
+        arg_min(arguments, (start_time, span_id)) AS arguments,
         -- Every call after the first was wasted: its time in the tool plus its waits.
-        sum(duration_ms) - arg_min(duration_ms, start_time) AS wasted_ms,
-        sum(coalesce(total_wait_s, 0)) - arg_min(coalesce(total_wait_s, 0), start_time) AS wasted_wait_s,
+        sum(duration_ms) - arg_min(duration_ms, (start_time, span_id)) AS wasted_ms,
+        sum(coalesce(total_wait_s, 0)) - arg_min(coalesce(total_wait_s, 0), (start_time, span_id)) AS wasted_wait_s,
         sum(attempts) AS attempts
     FROM toolspan_finding_calls(scoped) AS c
     SEMI JOIN repeated_key AS k
@@ -118,7 +119,7 @@ duplicate_write AS (
             'tools', list_sort(list(DISTINCT tool)),
             'args_fingerprints', list_sort(list(DISTINCT args_fingerprint)),
             'call_ids', list(call_id ORDER BY start_time, span_id),
-            'arguments', any_value(arguments),
+            'arguments', arg_min(arguments, (start_time, span_id)),
             'explanation', format(
                 '{} writes of {} for one action all ran: {}.',
                 count(*), array_to_string(list_sort(list(DISTINCT tool)), ', '),
@@ -146,7 +147,7 @@ duplicate_write AS (
 idempotency_conflict AS (
     SELECT
         'idempotency_conflict' AS kind,
-        arg_min(conversation_id, start_time) AS conversation_id,
+        arg_min(conversation_id, (start_time, span_id)) AS conversation_id,
         CASE WHEN count(DISTINCT tool) = 1 THEN min(tool) END AS tool,
         idempotency_key, count(*) AS count,
         list(span_id ORDER BY start_time, span_id) AS span_ids,
@@ -224,7 +225,7 @@ key_churn AS (
             'keys', list_sort(list(DISTINCT c.idempotency_key) FILTER (WHERE c.idempotency_key IS NOT NULL)),
             'request_id', c.request_id,
             'args_fingerprint', c.args_fingerprint,
-            'arguments', any_value(c.arguments),
+            'arguments', arg_min(c.arguments, (c.start_time, c.span_id)),
             'explanation', format(
                 '{} writes of {} with the same arguments ran under {} different idempotency keys: '
                 || 'derive the key once per logical action and reuse it on every retry.',

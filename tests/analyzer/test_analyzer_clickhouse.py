@@ -135,8 +135,8 @@ def table(backend: Backend, layout: str) -> Iterator[Table]:
 
 
 def _comparable(findings: list[Finding]) -> list[dict[str, Any]]:
-    """Findings as JSON, in one order. ``arguments`` is any one of a group's
-    arguments (they share a fingerprint): compared in canonical form."""
+    """Findings as JSON, in one order. ``arguments`` (the group's first call's)
+    is compared in canonical form."""
     out = []
     for finding in findings:
         record = finding.to_json()

@@ -1,0 +1,174 @@
+"""The ClickHouse analysis against the DuckDB path on generated calls: whatever
+the calls (every rule's edges, from test_retry_rules_properties), delivered
+once or twice, with their attempts stated or only as attempt spans, read from
+the raw spans or from `clickhouse init`'s copies, both give the same summary
+and the same findings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from .test_analyzer_clickhouse import READS, Table, _assert_same, backend
+from .test_retry_rules_properties import T0, Call, _calls
+
+__all__ = ["backend"]  # the engine fixture, shared with the equality tests
+
+_T0_NS = int(T0.timestamp()) * 10**9
+
+
+def _call(span_id: str, conversation: str, args: str, key: str | None, **fields: Any) -> Call:
+    defaults: dict[str, Any] = {
+        "request": None,
+        "tool": "t1",
+        "side_effect": "write",
+        "status": "succeeded",
+        "error_code": None,
+        "replayed": False,
+        "outcomes": ("ok",),
+        "read_back": None,
+        "resource": None,
+        "start_ms": 0,
+        "duration_ms": 0,
+    }
+    return Call(span_id, conversation, args=args, key=key, **{**defaults, **fields})
+
+
+# Ties, which each engine used to break its own way: two writes under one key
+# with different arguments, started together (whose arguments are shown), and
+# a loop of calls started together, of different durations (which one was not
+# wasted); and a call whose attempts are only its attempt spans.
+_TIES = [
+    _call("s000", "c2", "b", "k1"),
+    _call("s001", "c2", "a", "k1"),
+    *(_call(f"s00{n}", "c1", "a", None, side_effect="none", duration_ms=5 * n) for n in (2, 3, 4)),
+    _call("s005", "c1", "b", None, outcomes=("http_503", "http_503", "ok")),
+]
+
+
+def _hex(text: str, length: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _attributes(values: dict[str, Any]) -> list[dict[str, Any]]:
+    def value(v: Any) -> dict[str, Any]:
+        if isinstance(v, bool):
+            return {"boolValue": v}
+        if isinstance(v, int):
+            return {"intValue": str(v)}
+        return {"stringValue": v}
+
+    return [{"key": k, "value": value(v)} for k, v in values.items() if v is not None]
+
+
+def _spans(call: Call, *, stated: bool, trace: str) -> list[dict[str, Any]]:
+    """A call span of toolspan's shape and one attempt span per outcome."""
+    call_id = _hex(call.span_id, 16)
+    start = _T0_NS + call.start_ms * 10**6
+    end = _T0_NS + call.end_ms * 10**6
+    succeeded = call.status == "succeeded"
+    common = {
+        "gen_ai.tool.name": call.tool,
+        "gen_ai.conversation.id": call.conversation,
+        "toolspan.side_effect": call.side_effect,
+        "toolspan.idempotency.key": call.key,
+        "toolspan.request.id": call.request,
+        "toolspan.resource.key": call.resource,
+        "toolspan.read_back": call.read_back,
+    }
+    attributes = {
+        **common,
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.call.id": "call_" + call_id,
+        "gen_ai.tool.call.arguments": json.dumps({"a": call.args}),
+        "toolspan.args.hash": _hex("args " + call.args, 64),
+        "toolspan.status": call.status,
+        # The same result for the same tool and arguments: loops form.
+        "toolspan.result.hash": _hex(f"{call.tool} {call.args}", 64) if succeeded else None,
+        "toolspan.error_code": call.error_code,
+        "toolspan.idempotency.replayed": call.replayed if call.key else None,
+        "toolspan.attempts": call.attempts if stated else None,
+    }
+    spans = [
+        {
+            "traceId": trace,
+            "spanId": call_id,
+            "name": f"execute_tool {call.tool}",
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(end),
+            "attributes": _attributes(attributes),
+            "status": {"code": 1 if succeeded else 2},
+        }
+    ]
+    for number, outcome in enumerate(call.outcomes, start=1):
+        spans.append(
+            {
+                "traceId": trace,
+                "spanId": _hex(f"{call.span_id} {number}", 16),
+                "parentSpanId": call_id,
+                "name": f"attempt {number} {call.tool}",
+                "startTimeUnixNano": str(start),
+                "endTimeUnixNano": str(end),
+                "attributes": _attributes(
+                    {**common, "toolspan.attempt": number, "toolspan.attempt.outcome": outcome}
+                ),
+                "status": {"code": 1 if outcome == "ok" else 2},
+            }
+        )
+    return spans
+
+
+def _write(path: Path, calls: list[Call], stated: list[bool], twice: list[bool]) -> None:
+    lines = []
+    for n, (call, says, again) in enumerate(zip(calls, stated, twice, strict=False)):
+        # Two traces per conversation: a trace's calls are judged together
+        # (attempt counts, dominance), its conversation comes from its spans.
+        trace = _hex(f"{call.conversation} {n % 2}", 32)
+        spans = _spans(call, stated=says, trace=trace)
+        request = {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": _attributes({"service.name": "agent"})},
+                    "scopeSpans": [{"scope": {"name": "toolspan"}, "spans": spans}],
+                }
+            ]
+        }
+        line = json.dumps(request)
+        lines += [line, line] if again else [line]  # the collector retried the export
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("reads", READS)
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@example(calls=_TIES, stated=[True] * 5 + [False] + [True] * 8, twice=[False] * 14)
+@given(
+    calls=_calls(),
+    stated=st.lists(st.booleans(), min_size=14, max_size=14),
+    twice=st.lists(st.booleans(), min_size=14, max_size=14),
+)
+def test_generated_calls_give_the_duckdb_findings(
+    backend: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    reads: str,
+    calls: list[Call],
+    stated: list[bool],
+    twice: list[bool],
+) -> None:
+    path = tmp_path_factory.mktemp("calls") / "t.jsonl"
+    _write(path, calls, stated, twice)
+    table = Table(backend)
+    try:
+        table.load_read_by(reads, path)
+        _assert_same(table, [path], write_tools=["t1"])
+    finally:
+        table.drop()
