@@ -1,8 +1,9 @@
 """The ClickHouse analysis against the DuckDB path on generated calls: whatever
-the calls (every rule's edges, from test_retry_rules_properties), delivered
-once or twice, with their attempts stated or only as attempt spans, read from
-the raw spans or from `clickhouse init`'s copies, both give the same summary
-and the same findings."""
+the calls (every rule's edges, from test_retry_rules_properties), however
+instrumented (SHAPES), delivered once or twice, with their attempts stated or
+only as attempt spans, their conversation on them, on the trace's root span or
+nowhere, read from the raw spans or from `clickhouse init`'s copies, both give
+the same summary and the same findings."""
 
 from __future__ import annotations
 
@@ -67,15 +68,76 @@ def _attributes(values: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"key": k, "value": value(v)} for k, v in values.items() if v is not None]
 
 
-def _spans(call: Call, *, stated: bool, trace: str) -> list[dict[str, Any]]:
-    """A call span of toolspan's shape and one attempt span per outcome."""
+# How a call is instrumented: toolspan's spans (with the conversation id, or
+# without it: the trace's root span says it, or nobody does); toolspan's
+# spans inside a framework's GenAI execute_tool span of the same tool (one
+# call: the richer span wins); or a GenAI span alone (its arguments and
+# result fingerprinted from their text, spaced unlike canonical JSON).
+SHAPES = ("toolspan", "no_conversation", "wrapped", "genai")
+
+
+def _span(trace: str, span_id: str, name: str, call: Call, **fields: Any) -> dict[str, Any]:
+    return {
+        "traceId": trace,
+        "spanId": span_id,
+        "name": name,
+        "startTimeUnixNano": str(_T0_NS + call.start_ms * 10**6),
+        "endTimeUnixNano": str(_T0_NS + call.end_ms * 10**6),
+        **fields,
+    }
+
+
+def _spans(call: Call, *, stated: bool, shape: str, trace: str, root: str) -> list[dict[str, Any]]:
+    """The spans of one call, as ``shape`` instruments it (under ``root``)."""
     call_id = _hex(call.span_id, 16)
-    start = _T0_NS + call.start_ms * 10**6
-    end = _T0_NS + call.end_ms * 10**6
     succeeded = call.status == "succeeded"
+    arguments = json.dumps({"a": call.args, "n": [1, 2.0]})
+    status = {"code": 1 if succeeded else 2}
+    genai = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.tool,
+        "gen_ai.tool.call.id": "call_" + call_id,
+        "gen_ai.tool.call.arguments": arguments,
+    }
+    if shape == "genai":
+        attributes = {
+            **genai,
+            "gen_ai.conversation.id": call.conversation,
+            "gen_ai.tool.call.result": f' {{ "r" : "{call.tool} {call.args}" }}'
+            if succeeded
+            else None,
+            "error.type": None if succeeded else (call.error_code or "failed"),
+        }
+        name = f"execute_tool {call.tool}"
+        return [
+            _span(
+                trace,
+                call_id,
+                name,
+                call,
+                parentSpanId=root,
+                attributes=_attributes(attributes),
+                status=status,
+            )
+        ]
+    spans = []
+    parent = root
+    if shape == "wrapped":
+        parent = _hex(call.span_id + " framework", 16)
+        spans.append(
+            _span(
+                trace,
+                parent,
+                f"running tool {call.tool}",
+                call,
+                parentSpanId=root,
+                attributes=_attributes(genai),
+                status=status,
+            )
+        )
     common = {
         "gen_ai.tool.name": call.tool,
-        "gen_ai.conversation.id": call.conversation,
+        "gen_ai.conversation.id": None if shape == "no_conversation" else call.conversation,
         "toolspan.side_effect": call.side_effect,
         "toolspan.idempotency.key": call.key,
         "toolspan.request.id": call.request,
@@ -83,10 +145,8 @@ def _spans(call: Call, *, stated: bool, trace: str) -> list[dict[str, Any]]:
         "toolspan.read_back": call.read_back,
     }
     attributes = {
+        **genai,
         **common,
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.call.id": "call_" + call_id,
-        "gen_ai.tool.call.arguments": json.dumps({"a": call.args}),
         "toolspan.args.hash": _hex("args " + call.args, 64),
         "toolspan.status": call.status,
         # The same result for the same tool and arguments: loops form.
@@ -95,52 +155,75 @@ def _spans(call: Call, *, stated: bool, trace: str) -> list[dict[str, Any]]:
         "toolspan.idempotency.replayed": call.replayed if call.key else None,
         "toolspan.attempts": call.attempts if stated else None,
     }
-    spans = [
-        {
-            "traceId": trace,
-            "spanId": call_id,
-            "name": f"execute_tool {call.tool}",
-            "startTimeUnixNano": str(start),
-            "endTimeUnixNano": str(end),
-            "attributes": _attributes(attributes),
-            "status": {"code": 1 if succeeded else 2},
-        }
-    ]
+    name = f"execute_tool {call.tool}"
+    spans.append(
+        _span(
+            trace,
+            call_id,
+            name,
+            call,
+            parentSpanId=parent,
+            attributes=_attributes(attributes),
+            status=status,
+        )
+    )
     for number, outcome in enumerate(call.outcomes, start=1):
+        attempt = {**common, "toolspan.attempt": number, "toolspan.attempt.outcome": outcome}
         spans.append(
-            {
-                "traceId": trace,
-                "spanId": _hex(f"{call.span_id} {number}", 16),
-                "parentSpanId": call_id,
-                "name": f"attempt {number} {call.tool}",
-                "startTimeUnixNano": str(start),
-                "endTimeUnixNano": str(end),
-                "attributes": _attributes(
-                    {**common, "toolspan.attempt": number, "toolspan.attempt.outcome": outcome}
-                ),
-                "status": {"code": 1 if outcome == "ok" else 2},
-            }
+            _span(
+                trace,
+                _hex(f"{call.span_id} {number}", 16),
+                f"attempt {number} {call.tool}",
+                call,
+                parentSpanId=call_id,
+                attributes=_attributes(attempt),
+                status={"code": 1 if outcome == "ok" else 2},
+            )
         )
     return spans
 
 
-def _write(path: Path, calls: list[Call], stated: list[bool], twice: list[bool]) -> None:
-    lines = []
-    for n, (call, says, again) in enumerate(zip(calls, stated, twice, strict=False)):
-        # Two traces per conversation: a trace's calls are judged together
-        # (attempt counts, dominance), its conversation comes from its spans.
-        trace = _hex(f"{call.conversation} {n % 2}", 32)
-        spans = _spans(call, stated=says, trace=trace)
-        request = {
+def _request(spans: list[dict[str, Any]], scope: str = "toolspan") -> str:
+    return json.dumps(
+        {
             "resourceSpans": [
                 {
                     "resource": {"attributes": _attributes({"service.name": "agent"})},
-                    "scopeSpans": [{"scope": {"name": "toolspan"}, "spans": spans}],
+                    "scopeSpans": [{"scope": {"name": scope}, "spans": spans}],
                 }
             ]
         }
-        line = json.dumps(request)
-        lines += [line, line] if again else [line]  # the collector retried the export
+    )
+
+
+def _write(
+    path: Path,
+    calls: list[Call],
+    stated: list[bool],
+    twice: list[bool],
+    shapes: list[str],
+    roots: list[bool],
+) -> None:
+    lines = []
+    traces: dict[str, str] = {}
+    for n, call in enumerate(calls):
+        # Two traces per conversation: a trace's calls are judged together
+        # (attempt counts, dominance), its conversation comes from its spans.
+        trace = _hex(f"{call.conversation} {n % 2}", 32)
+        if trace not in traces:
+            traces[trace] = _hex(trace + " root", 16)
+            if roots[len(traces) % len(roots)]:
+                root = _span(
+                    trace,
+                    traces[trace],
+                    "invoke_agent",
+                    _call("root", call.conversation, "", None),
+                    attributes=_attributes({"gen_ai.conversation.id": call.conversation}),
+                )
+                lines.append(_request([root], "agent"))
+        spans = _spans(call, stated=stated[n], shape=shapes[n], trace=trace, root=traces[trace])
+        line = _request(spans)
+        lines += [line, line] if twice[n] else [line]  # the collector retried the export
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -150,11 +233,19 @@ def _write(path: Path, calls: list[Call], stated: list[bool], twice: list[bool])
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@example(calls=_TIES, stated=[True] * 5 + [False] + [True] * 8, twice=[False] * 14)
+@example(
+    calls=_TIES,
+    stated=[True] * 5 + [False] + [True] * 8,
+    twice=[False] * 14,
+    shapes=["toolspan"] * 14,
+    roots=[False] * 4,
+)
 @given(
     calls=_calls(),
     stated=st.lists(st.booleans(), min_size=14, max_size=14),
     twice=st.lists(st.booleans(), min_size=14, max_size=14),
+    shapes=st.lists(st.sampled_from(SHAPES), min_size=14, max_size=14),
+    roots=st.lists(st.booleans(), min_size=4, max_size=4),
 )
 def test_generated_calls_give_the_duckdb_findings(
     backend: Any,
@@ -163,9 +254,11 @@ def test_generated_calls_give_the_duckdb_findings(
     calls: list[Call],
     stated: list[bool],
     twice: list[bool],
+    shapes: list[str],
+    roots: list[bool],
 ) -> None:
     path = tmp_path_factory.mktemp("calls") / "t.jsonl"
-    _write(path, calls, stated, twice)
+    _write(path, calls, stated, twice, shapes, roots)
     table = Table(backend)
     try:
         table.load_read_by(reads, path)
