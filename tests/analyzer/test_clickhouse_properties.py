@@ -2,8 +2,9 @@
 the calls (every rule's edges, from test_retry_rules_properties), however
 instrumented (SHAPES), delivered once or twice, with their attempts stated or
 only as attempt spans, their conversation on them, on the trace's root span or
-nowhere, read from the raw spans or from `clickhouse init`'s copies, both give
-the same summary and the same findings."""
+nowhere, in either exporter layout (Map or typed JSON attributes), read from
+the raw spans or from `clickhouse init`'s copies, both give the same summary
+and the same findings."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from .test_analyzer_clickhouse import READS, Table, _assert_same, backend
+from .test_analyzer_clickhouse import LAYOUTS, READS, Table, _assert_same, backend
 from .test_retry_rules_properties import T0, Call, _calls
 
 __all__ = ["backend"]  # the engine fixture, shared with the equality tests
@@ -239,6 +240,7 @@ def _write(
     twice=[False] * 14,
     shapes=["toolspan"] * 14,
     roots=[False] * 4,
+    layout="json",
 )
 @given(
     calls=_calls(),
@@ -246,6 +248,7 @@ def _write(
     twice=st.lists(st.booleans(), min_size=14, max_size=14),
     shapes=st.lists(st.sampled_from(SHAPES), min_size=14, max_size=14),
     roots=st.lists(st.booleans(), min_size=4, max_size=4),
+    layout=st.sampled_from(LAYOUTS),
 )
 def test_generated_calls_give_the_duckdb_findings(
     backend: Any,
@@ -256,10 +259,11 @@ def test_generated_calls_give_the_duckdb_findings(
     twice: list[bool],
     shapes: list[str],
     roots: list[bool],
+    layout: str,
 ) -> None:
     path = tmp_path_factory.mktemp("calls") / "t.jsonl"
     _write(path, calls, stated, twice, shapes, roots)
-    table = Table(backend)
+    table = Table(backend, layout)
     try:
         table.load_read_by(reads, path)
         _assert_same(table, [path], write_tools=["t1"])
