@@ -28,6 +28,7 @@ from ._model import (
     IngestReport,
     QueryResult,
     collector_paused,
+    finding_from_row,
 )
 
 Progress = Callable[[str], None]
@@ -340,7 +341,7 @@ class Analyzer:
             # In chunks: the rows of every finding and their Finding objects
             # never coexist (each finding's are ~1.5 KB of Python objects).
             while rows := cursor.fetchmany(_FINDINGS_PER_FETCH):
-                found.extend(_finding(row) for row in rows)
+                found.extend(finding_from_row(row) for row in rows)
         return found
 
     def _refresh(self, *, findings: bool = False) -> None:
@@ -777,23 +778,6 @@ class Analyzer:
                 _statement("ingest", "remember_bad_lines"),
                 [[b.path for b in bad], [b.line for b in bad], [b.reason for b in bad]],
             )
-
-
-def _finding(row: tuple[Any, ...]) -> Finding:
-    kind, conversation, tool, key, count, span_ids, trace_ids, first, last, detail = row
-    # Positional: ten keyword arguments cost a third of building a Finding.
-    return Finding(
-        kind,
-        conversation,
-        tool,
-        key,
-        int(count),
-        tuple(span_ids),
-        tuple(trace_ids),
-        first,
-        last,
-        orjson.loads(detail) if detail else {},
-    )
 
 
 def _megabytes(files: list[Path]) -> int:

@@ -24,11 +24,15 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-import orjson
-
 from .._sql import Statements, load_statements
 from ._errors import DatabaseError, QueryError
-from ._model import DEFAULT_MIN_REPEATS, Finding, QueryResult, collector_paused
+from ._model import (
+    DEFAULT_MIN_REPEATS,
+    Finding,
+    QueryResult,
+    collector_paused,
+    finding_from_row,
+)
 
 DEFAULT_TABLE = "otel_traces"
 DEFAULT_VIEWS_DATABASE = "toolspan"
@@ -492,7 +496,7 @@ class ClickHouseAnalyzer:
         # 396,410 findings took 3.4-3.9 s with it running, 1.7-2.8 s paused.
         with collector_paused():
             rows = self._rows(sql, {"min_repeats": min_repeats})
-            return [_finding(row) for row in rows]
+            return [finding_from_row(row) for row in rows]
 
     def summary(self) -> dict[str, Any]:
         """The summary figures of ``Analyzer.summary``; ``spans`` counts the rows in range."""
@@ -887,28 +891,6 @@ def _qualify(sql: str, database: str) -> str:
     skipped = r"--[^\n]*|/\*.*?\*/|`(?:[^`\\]|\\.)*`|'(?:[^'\\]|\\.)*'"
     pattern = rf"{skipped}|(?<![\w.$])({names})\b"
     return re.sub(pattern, lambda m: f"{database}.{m[1]}" if m[1] else m[0], sql, flags=re.S)
-
-
-def _finding(row: Sequence[Any]) -> Finding:
-    kind, conversation, tool, key, count, span_ids, trace_ids, first, last, detail = row
-    # Positional, as the DuckDB path builds them (keywords cost a third more).
-    return Finding(
-        kind,
-        conversation,
-        tool,
-        key,
-        int(count),
-        tuple(span_ids),
-        tuple(trace_ids),
-        _naive_utc(first),
-        _naive_utc(last),
-        orjson.loads(detail) if detail else {},
-    )
-
-
-def _naive_utc(moment: datetime) -> datetime:
-    # The DuckDB path's times are naive UTC; so are these.
-    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 __all__ = [

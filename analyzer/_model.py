@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 # How many identical calls with the same answer make a loop, unless told otherwise.
 DEFAULT_MIN_REPEATS = 3
@@ -137,3 +139,29 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def finding_from_row(row: Sequence[Any]) -> Finding:
+    """A finding from a row of either engine's findings statement: kind,
+    conversation, tool, key, count, span ids, trace ids, first and last seen,
+    detail as JSON text."""
+    kind, conversation, tool, key, count, span_ids, trace_ids, first, last, detail = row
+    # Positional: ten keyword arguments cost a third of building a Finding.
+    return Finding(
+        kind,
+        conversation,
+        tool,
+        key,
+        int(count),
+        tuple(span_ids),
+        tuple(trace_ids),
+        _naive_utc(first),
+        _naive_utc(last),
+        orjson.loads(detail) if detail else {},
+    )
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    # Times are naive UTC (DuckDB's TIMESTAMP values are); ClickHouse's come
+    # with their time zone.
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
