@@ -125,9 +125,11 @@ def _iso_utc(moment: datetime) -> str:
 def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while building many objects.
 
-    Tens of thousands of findings (tuples, lists, dicts, datetimes) trigger a
-    collection every few hundred allocations, each scanning everything built so
-    far: that was half the time spent building them. They hold no cycles.
+    Tens of thousands of findings (tuples, lists, dicts, datetimes), or the
+    rows ``serve --clickhouse`` writes, trigger a collection every few hundred
+    allocations, each scanning everything built so far: that was half the time
+    spent building them. They hold no cycles. Threads may overlap their pauses:
+    whichever found the collector enabled turns it back on.
 
     The collector's generations stay the caller's: freezing and unfreezing to
     promote the findings would promote every young object of the process too.
