@@ -21,7 +21,6 @@ from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from tests import clickhouse_backend
 from tests.clickhouse_backend import Backend
 from toolspan.analyzer import (
     FINDING_KINDS,
@@ -55,11 +54,6 @@ clickhouse_connect = pytest.importorskip("clickhouse_connect")
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 # Summary figures that describe trace files, which a ClickHouse table does not have.
 FILE_FIGURES = {"files", "lines", "bad_lines", "spans"}
-
-
-@pytest.fixture(scope="session", params=clickhouse_backend.PARAMS)
-def backend(request: pytest.FixtureRequest, chdb_dir: Path) -> Backend:
-    return Backend.of(request.param, chdb_dir)
 
 
 class Table:
@@ -126,8 +120,8 @@ READS = ("raw", "copies")
 
 
 @pytest.fixture
-def table(backend: Backend, layout: str) -> Iterator[Table]:
-    created = Table(backend, layout)
+def table(clickhouse: Backend, layout: str) -> Iterator[Table]:
+    created = Table(clickhouse, layout)
     try:
         yield created
     finally:

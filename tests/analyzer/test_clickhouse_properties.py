@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from .test_analyzer_clickhouse import LAYOUTS, READS, Table, _assert_same, backend
-from .test_retry_rules_properties import T0, Call, _calls
+from tests.clickhouse_backend import Backend
 
-__all__ = ["backend"]  # the engine fixture, shared with the equality tests
+from .test_analyzer_clickhouse import LAYOUTS, READS, Table, _assert_same
+from .test_retry_rules_properties import T0, Call, _calls
 
 _T0_NS = int(T0.timestamp()) * 10**9
 
@@ -77,13 +77,15 @@ def _attributes(values: dict[str, Any]) -> list[dict[str, Any]]:
 SHAPES = ("toolspan", "no_conversation", "wrapped", "genai")
 
 
-def _span(trace: str, span_id: str, name: str, call: Call, **fields: Any) -> dict[str, Any]:
+def _span(trace: str, span_id: str, name: str, call: Call | None, **fields: Any) -> dict[str, Any]:
+    """A span over ``call``'s time (``None``: at T0, an agent's root span)."""
+    start_ms, end_ms = (call.start_ms, call.end_ms) if call else (0, 0)
     return {
         "traceId": trace,
         "spanId": span_id,
         "name": name,
-        "startTimeUnixNano": str(_T0_NS + call.start_ms * 10**6),
-        "endTimeUnixNano": str(_T0_NS + call.end_ms * 10**6),
+        "startTimeUnixNano": str(_T0_NS + start_ms * 10**6),
+        "endTimeUnixNano": str(_T0_NS + end_ms * 10**6),
         **fields,
     }
 
@@ -218,7 +220,7 @@ def _write(
                     trace,
                     traces[trace],
                     "invoke_agent",
-                    _call("root", call.conversation, "", None),
+                    None,
                     attributes=_attributes({"gen_ai.conversation.id": call.conversation}),
                 )
                 lines.append(_request([root], "agent"))
@@ -251,7 +253,7 @@ def _write(
     layout=st.sampled_from(LAYOUTS),
 )
 def test_generated_calls_give_the_duckdb_findings(
-    backend: Any,
+    clickhouse: Backend,
     tmp_path_factory: pytest.TempPathFactory,
     reads: str,
     calls: list[Call],
@@ -263,7 +265,7 @@ def test_generated_calls_give_the_duckdb_findings(
 ) -> None:
     path = tmp_path_factory.mktemp("calls") / "t.jsonl"
     _write(path, calls, stated, twice, shapes, roots)
-    table = Table(backend, layout)
+    table = Table(clickhouse, layout)
     try:
         table.load_read_by(reads, path)
         _assert_same(table, [path], write_tools=["t1"])

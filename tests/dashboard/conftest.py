@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests import clickhouse_backend
-from tests.clickhouse_backend import Backend
 from toolspan.analyzer import Analyzer
 
 from .traces import write_chat_only, write_traces
@@ -53,17 +51,3 @@ def empty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("dashboard-empty") / "empty.duckdb"
     Analyzer(path).close()
     return path
-
-
-@pytest.fixture(scope="session")
-def chdb_root(chdb_dir: Path) -> Path:
-    """The dashboard tests' embedded ClickHouse directory: the suite's one
-    (chDB runs one data directory per process)."""
-    return chdb_dir
-
-
-@pytest.fixture(scope="session", params=clickhouse_backend.PARAMS)
-def clickhouse(request: pytest.FixtureRequest, chdb_root: Path) -> Backend:
-    """The engine the dashboard's ClickHouse tests run on: chDB in ``chdb_root``,
-    and a real server too when ``CLICKHOUSE_URL`` is set."""
-    return Backend.of(request.param, chdb_root)

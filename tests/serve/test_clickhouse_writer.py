@@ -16,7 +16,6 @@ import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from tests import clickhouse_backend
 from tests.clickhouse_backend import Backend, unique
 from toolspan.analyzer._clickhouse import ClickHouseAnalyzer
 from toolspan.analyzer._exporter_table import create_table
@@ -29,11 +28,6 @@ from .conftest import http_url, send_writes, tool_request
 
 pytest.importorskip("clickhouse_connect")
 pytest.importorskip("chdb")
-
-
-@pytest.fixture(scope="module", params=clickhouse_backend.PARAMS)
-def backend(request: pytest.FixtureRequest, chdb_dir: Path) -> Backend:
-    return Backend.of(request.param, chdb_dir)
 
 
 class Target:
@@ -60,8 +54,8 @@ class Target:
 
 
 @pytest.fixture
-def target(backend: Backend) -> Iterator[Target]:
-    made = Target(backend)
+def target(clickhouse: Backend) -> Iterator[Target]:
+    made = Target(clickhouse)
     try:
         yield made
     finally:
