@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -228,7 +227,7 @@ def _print_analysis(
 ) -> int:
     if output == "json":
         out: dict[str, Any] = {"summary": summary, "findings": [f.to_json() for f in findings]}
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print(_render.json_text(out))
     else:
         markdown = output == "markdown"
         print(
@@ -295,7 +294,7 @@ def _print_result(result: QueryResult, output: str) -> int:
             {c: _render.json_value(v) for c, v in zip(result.columns, row, strict=True)}
             for row in result.rows
         ]
-        print(json.dumps(records, indent=2, ensure_ascii=False))
+        print(_render.json_text(records))
     elif output == "csv":
         print(_render.csv_text(result.columns, result.rows))
     else:

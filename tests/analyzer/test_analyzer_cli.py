@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from toolspan.analyzer import _render
 from toolspan.cli import main
 
 
@@ -139,3 +144,58 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out == f"toolspan {version('toolspan')}\n"
+
+
+def test_version_imports_no_part(tmp_path: Path) -> None:
+    # `toolspan --version` imported every part (the MCP proxy, the OTLP
+    # receiver, Streamlit's page code): 1.7 s to print one line.
+    script = (
+        "import sys\n"
+        "from toolspan.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('toolspan.serve', 'mcp', "
+        "'toolspan.dashboard', 'toolspan.analyzer', 'toolspan.tracer.integrations'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    version_line, imported = done.stdout.splitlines()
+    assert version_line.startswith("toolspan ")
+    assert imported == "[]"
+    with pytest.raises(SystemExit):
+        main(["--help"])  # --help still lists every part's commands
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_JSON)
+def test_json_output_is_the_standard_librarys_text(value: object) -> None:
+    text = _render.json_text(value)
+    assert json.loads(text) == value
+    if "e" not in text.lower() or not _has_float(value):
+        # Equal to the character, except that json writes 1e-07 where orjson writes 1e-7.
+        assert text == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_json_output_takes_integers_beyond_64_bits() -> None:
+    value = {"n": 2**70, "m": [-(2**64)]}
+    assert _render.json_text(value) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _has_float(value: object) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    return False

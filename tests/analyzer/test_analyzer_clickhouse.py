@@ -221,6 +221,25 @@ def test_the_retry_safety_findings_equal_the_duckdb_path(
     } >= set(FINDING_KINDS)
 
 
+def test_other_write_tools_rebuild_one_sessions_tables(table: Table, tmp_path: Path) -> None:
+    # The session's temporary tables are made once, then dropped and made
+    # again for each change of the write tools (and each failure keeps track).
+    labels = write_retry_traces(tmp_path)
+    table.load(labels["dir"])
+    with ClickHouseAnalyzer(table.source) as az:
+        for write_tools in ([], ["create_*", "charge*"], ["nothing"], []):
+            az.set_write_tools(write_tools)
+            expected = _duck([labels["dir"]], write_tools=write_tools)[1]
+            assert _comparable(az.findings()) == _comparable(expected)
+        az.set_write_tools(["charge*"])
+        az._stage_sql = lambda stem: "SELECT no_such_column"  # type: ignore[method-assign]
+        with pytest.raises(DatabaseError):
+            az.findings()  # the first table dropped, none made
+        del az._stage_sql
+        expected = _duck([labels["dir"]], write_tools=["charge*"])[1]
+        assert _comparable(az.findings()) == _comparable(expected)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("sample", ["bicycle", "agent_run"])
 def test_the_sample_traces_give_the_same_results(table: Table, sample: str) -> None:
