@@ -21,20 +21,27 @@ findings are its own. Then, per size:
                     per table, is printed beside it
 
 and the ratio of analyze to the floor, and of each size's analyze time to the
-smallest size's. With --duckdb, also the DuckDB path on the smallest corpus as
+smallest size's. With --parts, where one analysis of the smallest size spends
+its time (after init with --init), each part the best of --repeats, against the
+floor: opening the source, each stage of tool spans, calls and attempts, the
+summary, the findings computed into a table of the session, then fetched out
+of it, then built as Finding objects; and reading init's copy of the tool
+spans once, with nothing else done. With --duckdb, also the DuckDB path on the smallest corpus as
 OTLP/JSON files, in a child process (bench/analyzer_bench.py's `analyze`
 step), checked to find the same number of calls and findings.
 
 Usage: python bench/clickhouse_bench.py [--spans 1000000,10000000] [--files 8]
-           [--repeats 3] [--duckdb] [--init]
+           [--repeats 3] [--duckdb] [--init] [--parts]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,9 +52,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import analyzer_bench  # noqa: E402
 import clickhouse_connect  # noqa: E402
 
-from toolspan.analyzer import ClickHouseAnalyzer  # noqa: E402
+from toolspan.analyzer import ClickHouseAnalyzer, _clickhouse  # noqa: E402
 from toolspan.analyzer import _exporter_table as clickhouse_otel  # noqa: E402
 from toolspan.analyzer._clickhouse import expand_attributes  # noqa: E402
+from toolspan.analyzer._model import collector_paused, finding_from_row  # noqa: E402
 
 INSERT_ROWS = 100_000
 SINCE = datetime.fromtimestamp(analyzer_bench.T0_NS / 1e9, tz=UTC)
@@ -134,6 +142,54 @@ def timed(repeats: int, run: Any) -> tuple[float, Any]:
     return best, result
 
 
+def parts(source: str, copies: bool, repeats: int) -> dict[str, float]:
+    """Seconds of each part of one analysis (the best of ``repeats``), as
+    ClickHouseAnalyzer runs them: its stages by hand, so that each is timed."""
+    best: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def part(name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        yield
+        best[name] = min(best.get(name, float("inf")), time.perf_counter() - started)
+
+    for _ in range(repeats):
+        with part("open (connect, check the table, find init's copies)"):
+            az = ClickHouseAnalyzer(source, since=SINCE, until=UNTIL, read_copies=copies)
+        with az:
+            params = {**az._parameters(), "min_repeats": 3}
+            for name, stem in _clickhouse._STAGES:
+                sql = f"CREATE TEMPORARY TABLE {name} ENGINE = Memory AS {az._stage_sql(stem)}"
+                with part(f"stage {stem}"):
+                    az._command(sql, params)
+            az._materialized = True
+            with part("summary"):
+                az.summary()
+            sql = az._render(_clickhouse.statement("clickhouse_findings", "findings"))
+            with part("findings: computed and fetched (as findings() does)"):
+                rows = az._rows(sql, params)
+            with part("findings: built (as findings() does)"), collector_paused():
+                built = [finding_from_row(row) for row in rows]
+            az._command(f"CREATE TEMPORARY TABLE _bench_findings ENGINE = Memory AS {sql}", params)
+            with part("(the same rows fetched alone, from a table)"):
+                again = az._rows("SELECT * FROM _bench_findings")
+            assert len(again) == len(built)
+    return best
+
+
+def print_parts(best: dict[str, float], floor_s: float) -> None:
+    print(f"{'part':<55} {'s':>7} {'x floor':>8}")
+    for name, seconds in best.items():
+        print(f"{name:<55} {seconds:>7.3f} {seconds / floor_s:>7.1f}x")
+    counted = sum(v for k, v in best.items() if not k.startswith("("))
+    print(f"{'all parts':<55} {counted:>7.3f} {counted / floor_s:>7.1f}x")
+    # What any analysis that returns these findings spends without computing anything.
+    delivery = sum(v for k, v in best.items() if k.startswith(("open", "findings: built", "(")))
+    print(
+        f"{'opening + fetching alone + building':<55} {delivery:>7.3f} {delivery / floor_s:>7.1f}x"
+    )
+
+
 def _load_average() -> str:
     try:
         return Path("/proc/loadavg").read_text().split(" ", 3)[0]
@@ -156,6 +212,9 @@ def main() -> None:
     parser.add_argument("--duckdb", action="store_true", help="also the DuckDB path, first size")
     parser.add_argument(
         "--init", action="store_true", help="also analyze after `toolspan clickhouse init`"
+    )
+    parser.add_argument(
+        "--parts", action="store_true", help="where one analysis of the first size spends its time"
     )
     args = parser.parse_args()
     sizes = [int(x) for x in args.spans.split(",")]
@@ -255,6 +314,11 @@ def main() -> None:
             )
             row.update(init_analyze_s=copied_s, init_x_floor=copied_s / row["floor_s"], init_s=made)
     print(json.dumps(report))
+    if args.parts:
+        source = f"chdb:{directory}?database={databases[first]}"
+        reads = "init's copies" if args.init else "the raw spans"
+        print(f"{first:,} spans, {reads}: one analysis by parts, best of {args.repeats} each")
+        print_parts(parts(source, args.init, args.repeats), floors[first][0])
     if args.duckdb:
         duck = analyzer_bench.best_of(args.repeats, "analyze", files)
         _, summary, findings = results[first]
