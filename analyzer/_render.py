@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -100,14 +101,26 @@ def csv_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def json_text(value: Any) -> str:
     """``value`` as the command line prints JSON: ``json.dumps(value, indent=2,
-    ensure_ascii=False)``'s text, written by orjson. The standard library's
-    encoder took 1.5-3 s of ``toolspan analyze --format json``'s 3.1 s for the
-    39,641 findings of bench/clickhouse_bench.py's 1M spans. Where orjson
-    refuses a value (an integer beyond 64 bits), the standard library writes it."""
+    ensure_ascii=False)``'s text, written by orjson, with NaN and infinities as
+    null (JSON has neither). The standard library's encoder took 1.5-3 s of
+    ``toolspan analyze --format json``'s 3.1 s for the 39,641 findings of
+    bench/clickhouse_bench.py's 1M spans. Where orjson refuses a value (an
+    integer beyond 64 bits), the standard library writes it."""
     try:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
     except orjson.JSONEncodeError:
-        return json.dumps(value, indent=2, ensure_ascii=False)
+        return json.dumps(_finite(value), indent=2, ensure_ascii=False)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None, as orjson writes them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def json_value(value: Any) -> Any:

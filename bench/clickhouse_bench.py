@@ -21,8 +21,8 @@ findings are its own. Then, per size:
                     per table, is printed beside it
 
 and the ratio of analyze to the floor, and of each size's analyze time to the
-smallest size's. With --parts, where one analysis of the smallest size spends
-its time (after init with --init), each part the best of --repeats, against the
+smallest size's. With --parts, where one analysis of each size spends its
+time (after init with --init), each part the best of --repeats, against the
 floor: opening the source, each stage of tool spans, calls and attempts, the
 summary, the findings computed into a table of the session, then fetched out
 of it, then built as Finding objects; and reading init's copy of the tool
@@ -214,7 +214,7 @@ def main() -> None:
         "--init", action="store_true", help="also analyze after `toolspan clickhouse init`"
     )
     parser.add_argument(
-        "--parts", action="store_true", help="where one analysis of the first size spends its time"
+        "--parts", action="store_true", help="where one analysis of each size spends its time"
     )
     args = parser.parse_args()
     sizes = [int(x) for x in args.spans.split(",")]
@@ -314,11 +314,11 @@ def main() -> None:
             )
             row.update(init_analyze_s=copied_s, init_x_floor=copied_s / row["floor_s"], init_s=made)
     print(json.dumps(report))
-    if args.parts:
-        source = f"chdb:{directory}?database={databases[first]}"
+    for size in sizes if args.parts else ():
+        source = f"chdb:{directory}?database={databases[size]}"
         reads = "init's copies" if args.init else "the raw spans"
-        print(f"{first:,} spans, {reads}: one analysis by parts, best of {args.repeats} each")
-        print_parts(parts(source, args.init, args.repeats), floors[first][0])
+        print(f"{size:,} spans, {reads}: one analysis by parts, best of {args.repeats} each")
+        print_parts(parts(source, args.init, args.repeats), floors[size][0])
     if args.duckdb:
         duck = analyzer_bench.best_of(args.repeats, "analyze", files)
         _, summary, findings = results[first]

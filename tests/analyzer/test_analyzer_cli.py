@@ -84,6 +84,17 @@ def test_sql_over_files_and_over_a_database(
     assert json.loads(capsys.readouterr().out) == [{"kind": "loop", "count": 3}]
     assert main(["sql", "SELECT 1 AS one", "--db", db]) == 0
     assert capsys.readouterr().out.split() == ["one", "---", "1"]
+    # JSON has no NaN or Infinity: such doubles are null (json.dumps wrote NaN),
+    # also beside an integer beyond 64 bits (which orjson refuses).
+    for c, expected in (("1::HUGEINT << 70", 2**70), ("NULL::HUGEINT", None)):
+        query = f"SELECT 'nan'::DOUBLE AS a, '-inf'::DOUBLE AS b, {c} AS c"
+        assert main(["sql", query, "--db", db, "--format", "json"]) == 0
+        out = capsys.readouterr().out
+        assert json.loads(out, parse_constant=_refuse) == [{"a": None, "b": None, "c": expected}]
+
+
+def _refuse(constant: str) -> None:
+    raise ValueError(f"not JSON: {constant}")
 
 
 @pytest.mark.parametrize(
