@@ -24,10 +24,10 @@ and the ratio of analyze to the floor, and of each size's analyze time to the
 smallest size's. With --parts, where one analysis of each size spends its
 time (after init with --init), each part the best of --repeats, against the
 floor: opening the source, each stage of tool spans, calls and attempts, the
-summary, the findings computed into a table of the session, then fetched out
-of it, then built as Finding objects; and reading init's copy of the tool
-spans once, with nothing else done. With --duckdb, also the DuckDB path on the smallest corpus as
-OTLP/JSON files, in a child process (bench/analyzer_bench.py's `analyze`
+summary, the findings computed and fetched, then built as Finding objects;
+and the same findings fetched alone, out of a table of the session (what
+any analysis returning them pays). With --duckdb, also the DuckDB path on
+the smallest corpus as OTLP/JSON files, in a child process (bench/analyzer_bench.py's `analyze`
 step), checked to find the same number of calls and findings.
 
 Usage: python bench/clickhouse_bench.py [--spans 1000000,10000000] [--files 8]
