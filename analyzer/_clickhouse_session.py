@@ -48,11 +48,6 @@ _TABLES = (
 )
 
 
-# The analyzer's stages nothing reads once the session's tables are built
-# (tool_calls, the summary and the findings read tool_calls and the attempts).
-_BUILD_ONLY = ("_toolspan_tool_spans", "_toolspan_trace_conversations")
-
-
 @dataclass(frozen=True)
 class SessionLimits:
     """The guards set on the whole session once its tables are built.
@@ -117,17 +112,11 @@ class ClickHouseSession(ClickHouseAnalyzer):
             for name, stem, statement_name in _TABLES
         }
         bodies.update({name: self._render(sql) for name, sql in self._extra_tables.items()})
-        for name, body in bodies.items():
-            self._command(f"DROP TEMPORARY TABLE IF EXISTS {_identifier(name)}")
+        for name, body in bodies.items():  # once, in a new session: nothing to drop
             self._command(
                 f"CREATE TEMPORARY TABLE {_identifier(name)} ENGINE = Memory AS {body}",
                 self._parameters(),
             )
-        # Read only to build tool_calls and the attempts: the tool spans were
-        # 2.4 of 5.9 GB of the session's tables on 10M spans, and a dashboard
-        # that follows its source holds two sessions while it builds the next.
-        for name in _BUILD_ONLY:
-            self._command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
 
     def close(self) -> None:
         """Close the session once the read running on it (if any) is done."""

@@ -231,6 +231,9 @@ def test_other_write_tools_rebuild_one_sessions_tables(table: Table, tmp_path: P
             az.set_write_tools(write_tools)
             expected = _duck([labels["dir"]], write_tools=write_tools)[1]
             assert _comparable(az.findings()) == _comparable(expected)
+            # The tool spans and trace conversations only serve to build the rest.
+            tables = az.query("SELECT name FROM system.tables WHERE is_temporary").rows
+            assert sorted(name for (name,) in tables) == ["_toolspan_attempt_rows", "tool_calls"]
         az.set_write_tools(["charge*"])
         az._stage_sql = lambda stem: "SELECT no_such_column"  # type: ignore[method-assign]
         with pytest.raises(DatabaseError):
