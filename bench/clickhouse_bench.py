@@ -166,12 +166,13 @@ def parts(source: str, copies: bool, repeats: int) -> dict[str, float]:
             with part("summary"):
                 az.summary()
             sql = az._render(_clickhouse.statement("clickhouse_findings", "findings"))
-            with part("findings: computed and fetched (as findings() does)"):
+            # With the collector paused, as findings() fetches and builds.
+            with part("findings: computed and fetched (as findings() does)"), collector_paused():
                 rows = az._rows(sql, params)
             with part("findings: built (as findings() does)"), collector_paused():
                 built = [finding_from_row(row) for row in rows]
             az._command(f"CREATE TEMPORARY TABLE _bench_findings ENGINE = Memory AS {sql}", params)
-            with part("(the same rows fetched alone, from a table)"):
+            with part("(the same rows fetched alone, from a table)"), collector_paused():
                 again = az._rows("SELECT * FROM _bench_findings")
             assert len(again) == len(built)
     return best
