@@ -239,14 +239,17 @@ def throughput_generator(spans: int, clickhouse: bool = False) -> dict[str, floa
 
 def _sealed(spool: Path) -> int:
     """The newest spool segment holding spans (the analyser sealed it: it has them all)."""
-    numbers = [int(p.stem.split("-")[1]) for p in spool.glob("spans-*.jsonl") if p.stat().st_size]
-    return max(numbers)
+    from toolspan.serve._spool import segment_number, segments
+
+    return max(segment_number(p) for p in segments(spool) if p.stat().st_size)
 
 
 def _written(spool: Path) -> int:
     """The last segment serve's ClickHouse writer wrote whole (its cursor)."""
+    from toolspan.serve._clickhouse import CURSOR_NAME
+
     try:
-        return int((spool / "clickhouse.cursor").read_text())
+        return int((spool / CURSOR_NAME).read_text())
     except (FileNotFoundError, ValueError):
         return 0
 
