@@ -157,7 +157,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == f"toolspan {version('toolspan')}\n"
 
 
-def test_version_imports_no_part(tmp_path: Path) -> None:
+def test_version_imports_no_part(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # `toolspan --version` imported every part (the MCP proxy, the OTLP
     # receiver, Streamlit's page code): 1.7 s to print one line.
     script = (
@@ -175,6 +175,8 @@ def test_version_imports_no_part(tmp_path: Path) -> None:
     assert imported == "[]"
     with pytest.raises(SystemExit):
         main(["--help"])  # --help still lists every part's commands
+    listed = capsys.readouterr().out
+    assert all(f"    {command}" in listed for command in ("analyze", "dashboard", "serve", "mcp"))
 
 
 _JSON = st.recursive(
