@@ -30,10 +30,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
 	touch $(STAMP)
 
-# Debian packages the tests start for real: a Redis server and a Chromium for
-# the dashboard's browser test. Installed only when missing.
+# Debian packages the tests start for real: a Redis server, a Chromium for
+# the dashboard's browser test, Node.js for the JS servers and exporters; then
+# the npm packages of every tests/**/package-lock.json. Installed only when missing.
 system-deps:
 	@bash scripts/install-system-deps.sh
+	@bash scripts/install-node-deps.sh
 
 lint: setup
 	$(BIN)/ruff check .
