@@ -16,6 +16,7 @@ these very classes::
     │   ├── QueryError            a SQL query failed
     │   └── DatabaseError         the DuckDB database could not be opened or written
     ├── DashboardError            dashboard: the base of its errors, shown to the user as is
+    │   ├── QuarantineStoreError  the Quarantines page's store cannot be opened, read or written
     │   ├── QueryRefused          the SQL console will not run this statement
     │   ├── QueryTimeout          the query ran past the time limit
     │   └── QueryFailed           DuckDB rejected the query
@@ -49,6 +50,7 @@ __all__ = [
     "DatabaseError",
     "InputError",
     "Overloaded",
+    "QuarantineStoreError",
     "QueryError",
     "QueryFailed",
     "QueryMemoryExceeded",
@@ -153,6 +155,10 @@ class DatabaseError(AnalyzerError):
 
 class DashboardError(ToolspanError):
     """Base of every error the dashboard raises; its message is shown to the user as is."""
+
+
+class QuarantineStoreError(DashboardError):
+    """The Quarantines page's store could not be opened, read or written (its message says why)."""
 
 
 class QueryRefused(DashboardError):

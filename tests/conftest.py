@@ -8,6 +8,9 @@ from hypothesis import settings
 from tests import clickhouse_backend
 from tests.clickhouse_backend import Backend
 
+# tests/testing/test_plugin.py runs pytest inside pytest to show toolspan's plugin loads.
+pytest_plugins = ["pytester"]
+
 # Property tests check invariants, not speed: a per-example deadline only turns a
 # busy 2-core CI machine into a flaky failure (DuckDB-backed examples can take
 # 300 ms when other tests run beside them). Speed is measured in bench/.

@@ -17,6 +17,7 @@ PUBLIC_MODULES = [
     "toolspan.analyzer",
     "toolspan.dashboard",
     "toolspan.serve",
+    "toolspan.testing",
 ]
 
 

@@ -35,6 +35,7 @@ from ._policy import (
     RetryPolicy,
     parse_retry_after,
 )
+from ._quarantine import Quarantine, add_quarantine, lift_quarantines, list_quarantines
 from ._redact import REDACTED, Redactor
 from ._result import Status, ToolResult
 from ._safeguards import Safeguards
@@ -60,6 +61,7 @@ __all__ = [
     "Executor",
     "Hook",
     "MetricsHook",
+    "Quarantine",
     "Redactor",
     "RetryBudget",
     "RetryPolicy",
@@ -74,11 +76,14 @@ __all__ = [
     "ToolspanError",
     "TranscriptShape",
     "__version__",
+    "add_quarantine",
     "canonical_json",
     "compact_transcript",
     "current_call",
     "from_httpx",
     "from_httpx_response",
+    "lift_quarantines",
+    "list_quarantines",
     "parse_retry_after",
     "raise_for_httpx_status",
     "send_idempotency_key",

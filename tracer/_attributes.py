@@ -5,7 +5,7 @@ One place for every name, so code and contract cannot drift apart.
 
 from __future__ import annotations
 
-CONTRACT_VERSION = 3
+CONTRACT_VERSION = 4
 SCOPE_NAME = "toolspan"
 
 # OpenTelemetry semantic conventions.
@@ -44,8 +44,10 @@ STORE_NEW = "toolspan.store.new"
 NEXT_TOOLS = "toolspan.next.tools"
 RESOURCE_KEY = "toolspan.resource.key"
 SCHEMA_VERSION = "toolspan.tool.schema_version"
+KEYS_HONOURED = "toolspan.tool.keys_honoured"
 RETRY_INITIATOR = "toolspan.retry.initiator"
 RETRY_OF = "toolspan.retry.of"
+QUARANTINE_ID = "toolspan.quarantine.id"
 ATTEMPT = "toolspan.attempt"
 ATTEMPT_OUTCOME = "toolspan.attempt.outcome"
 RETRY_DELAY_S = "toolspan.retry.delay_s"

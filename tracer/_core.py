@@ -51,6 +51,7 @@ from ._fleetcheck import check_at_least
 from ._hooks import Hook, dispatch_attempt, dispatch_call
 from ._next import Next, next_step
 from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
+from ._quarantine import find_quarantine
 from ._redact import Redactor
 from ._result import RETRYABLE_STATUSES, Status, ToolResult, cap_text, package
 from ._safeguards import LeaseKeeper, Safeguards
@@ -864,7 +865,23 @@ class Core:
             repeated = guards.repeated_failure(call.conversation_id, run.call_identity)
             if repeated is not None and repeated != call.call_id:
                 run.span.set_attributes({attr.RETRY_INITIATOR: "model", attr.RETRY_OF: repeated})
-            if guards.is_loop(call.conversation_id, run.call_identity):
+            quarantine = find_quarantine(
+                guards.store,
+                call.conversation_id,
+                call.name,
+                run.call_identity,
+                resource_of(run.tool, run.arguments),
+            )
+            if quarantine is not None:
+                run.span.set_attribute(attr.QUARANTINE_ID, quarantine.id)
+                return self._failed(
+                    run,
+                    "quarantined",
+                    "quarantined",
+                    f"quarantined ({quarantine.scope}): {quarantine.reason}; nothing was executed",
+                )
+            budgeted = guards.budgets(run.tool.name, run.tool.is_write)
+            if budgeted and guards.is_loop(call.conversation_id, run.call_identity):
                 return self._failed(
                     run,
                     "loop_blocked",
@@ -1025,6 +1042,8 @@ class Core:
     def _spend_attempt(self, guards: Safeguards, run: Run) -> Action:
         """Spend one attempt of the turn budget, then start the attempt."""
         key = run.call.idempotency_key
+        if not guards.budgets(run.tool.name, run.tool.is_write):
+            return self._start_attempt(run)
         try:
             within_budget = guards.spend_attempt(run.call.request_id, key or run.call_identity)
         except StoreError as exc:
@@ -1118,6 +1137,7 @@ class Core:
                     result.status,
                     str(answer),
                     result.ok,
+                    counted=guards.budgets(run.tool.name, run.tool.is_write),
                 )
             self._remember_checks(guards, run, result)
         except StoreError as exc:

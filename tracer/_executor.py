@@ -118,6 +118,11 @@ class _ExecutorBase(Generic[_SleepT]):
         """The declared tools by name."""
         return self._core.tools
 
+    @property
+    def policy(self) -> RetryPolicy:
+        """The retry policy (its ``max_total_wait_s`` is the wait budget of a call)."""
+        return self._core.policy
+
 
 class Executor(_ExecutorBase[Callable[[float], None]]):
     """Executes tool calls synchronously behind the retry boundary.

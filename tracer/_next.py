@@ -72,6 +72,11 @@ def next_step(
     if status in _RETRY_LATER:
         when = f"after {retry_after_s:g} s" if retry_after_s is not None else "later"
         return Next(f"try the same call again {when}, or tell the user it is unavailable")
+    if status == "quarantined":
+        return Next(
+            "stop: this call was quarantined after a finding; do not repeat it, "
+            "tell the user what happened and ask how to go on"
+        )
     if status == "loop_blocked":
         return Next("stop repeating this call: change the arguments or answer the user")
     return None

@@ -33,6 +33,7 @@ Status = Literal[
     "read_back_required",
     "retry_budget",
     "circuit_open",
+    "quarantined",
 ]
 
 # The final statuses after which the same call may succeed later: budgets and

@@ -51,6 +51,7 @@ _NOT_ANSWERS: frozenset[str] = frozenset(
         "turn_budget",
         "read_back_required",
         "circuit_open",
+        "quarantined",
     }
 )
 
@@ -69,6 +70,11 @@ class Safeguards:
     read back before executing, or refused with ``store_unavailable`` when the
     tool has no read-back and the service does not honour keys; ``False``
     trusts the store as it is (for measurements, or a store you know is durable).
+    ``guard_reads=False`` exempts reads (``side_effect="none"``), and the tools
+    named in ``unguarded_tools``, from the loop guard and the turn budget: a
+    client that polls a read gets every answer, while writes stay guarded (the
+    MCP proxy's default, for long-lived clients; it names the tools a server
+    annotates read-only, which it does not retry unless told to trust them).
     """
 
     store: IdempotencyStore
@@ -78,6 +84,8 @@ class Safeguards:
     loop_threshold: int | None = 3
     guard_ttl_s: float = 24 * _HOUR
     detect_store_loss: bool = True
+    guard_reads: bool = True
+    unguarded_tools: frozenset[str] = frozenset()
 
     @classmethod
     def in_memory(cls) -> Safeguards:
@@ -187,6 +195,10 @@ class Safeguards:
         """Renew the lease in the background while one attempt runs."""
         return LeaseKeeper(self, key, token, lease_s or self.lease_s)
 
+    def budgets(self, tool: str, is_write: bool) -> bool:
+        """True when the loop guard and the turn budget count calls of this tool."""
+        return self.guard_reads or (is_write and tool not in self.unguarded_tools)
+
     # -- turn budget ----------------------------------------------------------
 
     def spend_attempt(self, request_id: str, action: str) -> bool:
@@ -284,11 +296,15 @@ class Safeguards:
         status: str,
         answer: str,
         ok: bool,
+        *,
+        counted: bool = True,
     ) -> None:
-        """The loop guard's answer and the who-retried memory for one final result."""
+        """The loop guard's answer (unless not ``counted``, see `budgets`) and the
+        who-retried memory for one final result."""
         if status in _NOT_ANSWERS:
             return
-        self.record_answer(conversation_id, call_identity, answer)
+        if counted:
+            self.record_answer(conversation_id, call_identity, answer)
         self.remember_failure(conversation_id, call_identity, call_id, ok)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._extras import install_hint
 from ._errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ def setup_telemetry(
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ConfigurationError(
-            "setup_telemetry needs the OpenTelemetry SDK: pip install 'toolspan[otel]'"
+            f"setup_telemetry needs the OpenTelemetry SDK: {install_hint('otel')}"
         ) from exc
 
     resource = Resource.create({"service.name": service_name, **(resource_attributes or {})})

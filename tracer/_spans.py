@@ -51,6 +51,10 @@ def base_attributes(call: ToolCall, declared: Tool | None) -> dict[str, Any]:
         route = None if declared is None else declared.key_route
         if route is not None:
             base[attr.IDEMPOTENCY_KEY_PASSED] = route
+    if declared is not None and declared.keys_honoured is not None:
+        # What the application states its service does with keys (the analyzer's
+        # unverified_keyed_retry reads it).
+        base[attr.KEYS_HONOURED] = "true" if declared.keys_honoured else "false"
     if declared is not None and declared.span_attributes:
         # An adapter's protocol attributes (MCP's); they never replace ours.
         base = {**declared.span_attributes, **base}

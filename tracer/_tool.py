@@ -7,8 +7,10 @@ every failing field without echoing values (they may be secrets).
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -27,6 +29,12 @@ from .integrations._shapes import anthropic_fields, openai_fields
 __all__ = ["DEFAULT_COMMIT_WINDOW_S", "NOT_PENDING", "SideEffect", "Tool", "ToolCall", "tool"]
 
 SideEffect = Literal["none", "write"]
+
+_log = logging.getLogger("toolspan.tracer")
+# The tools already warned about a key nobody verified (once per name per process:
+# a declaration is often rebuilt per request, and one line says it all).
+_WARNED_UNVERIFIED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
 
 # How long a service may still commit a write after the attempt ended (the client
 # got its failure or gave up): the request timeouts behind common gateways are
@@ -137,6 +145,16 @@ class Tool:
     the key travels with ``key_passed`` (e.g. ``"Idempotency-Key header"`` for
     an httpx client built with :func:`~toolspan.tracer.send_idempotency_key`);
     ``idempotent=True`` with neither is a ``ConfigurationError``.
+
+    A key protects only where the service honours it: one that ignores the key
+    runs a retried write twice. ``keys_honoured`` states what the service does
+    with keys: ``True`` (it returns the first result for a repeated key; check it
+    with :func:`toolspan.tracer.testing.check_keys_honoured`), ``False`` (it
+    ignores them), ``None`` (unknown, the default). An idempotent write with no
+    ``read_back`` whose keys are not declared honoured gets a one-time warning,
+    and the analyzer reports its retries after an ambiguous failure
+    (``unverified_keyed_retry``). Recorded on its spans as
+    ``toolspan.tool.keys_honoured``.
     """
 
     name: str
@@ -157,6 +175,7 @@ class Tool:
     key_passed: str | None = None
     commit_window_s: float = DEFAULT_COMMIT_WINDOW_S
     attempt_timeout_s: float | None = None
+    keys_honoured: bool | None = None
     _takes_key: bool = field(init=False, repr=False, compare=False)
     _check_args: _Validator | None = field(init=False, repr=False, compare=False)
     _accept_args: _Acceptor | None = field(init=False, repr=False, compare=False)
@@ -187,6 +206,7 @@ class Tool:
         object.__setattr__(self, "service", self.service or self.name)
         object.__setattr__(self, "_takes_key", takes_key(self.fn))
         self._check_key_route()
+        self._check_keys_honoured()
         if self.parameters is None:
             object.__setattr__(self, "parameters", schema_from_signature(self.fn))
         elif self._takes_key and KEY_PARAMETER in (self.parameters.get("properties") or {}):
@@ -238,6 +258,22 @@ class Tool:
                 'with key_passed="..."'
             )
 
+    def _check_keys_honoured(self) -> None:
+        """``keys_honoured`` is a bool, for idempotent writes; warn if nothing verifies the key."""
+        if self.keys_honoured is None:
+            pass
+        elif not isinstance(self.keys_honoured, bool):
+            raise ConfigurationError(
+                f"tool {self.name!r}: keys_honoured must be True, False or None, "
+                f"not {self.keys_honoured!r}"
+            )
+        elif not self.idempotent:
+            raise ConfigurationError(
+                f"tool {self.name!r}: keys_honoured is for idempotent writes (idempotent=True)"
+            )
+        if self.idempotent and self.read_back is None and self.keys_honoured is not True:
+            _warn_unverified_key(self.name, self.key_route)
+
     @property
     def key_route(self) -> str | None:
         """How the call's key reaches the service (recorded on the call span), or ``None``."""
@@ -270,6 +306,26 @@ class Tool:
         }
 
 
+def _warn_unverified_key(name: str, route: str | None) -> None:
+    """Once per tool name: its retries are safe only if the service honours the key."""
+    with _WARNED_LOCK:
+        if name in _WARNED_UNVERIFIED:
+            return
+        _WARNED_UNVERIFIED.add(name)
+    # "Idempotency-Key header" -> "Idempotency-Key": the name the user knows.
+    if route is not None and route.endswith(" header"):
+        what = route.removesuffix(" header")
+    else:
+        what = f"its idempotency key ({route or 'unrouted'})"
+    _log.warning(
+        "%s relies on the service honouring %s; add read_back or declare keys_honoured=True "
+        "(check it with toolspan.tracer.testing.check_keys_honoured): a service that ignores "
+        "the key runs a retry after a timeout twice",
+        name,
+        what,
+    )
+
+
 def tool(
     *,
     name: str | None = None,
@@ -287,6 +343,7 @@ def tool(
     key_passed: str | None = None,
     commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
     attempt_timeout_s: float | None = None,
+    keys_honoured: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a :class:`Tool` (decorator form)."""
 
@@ -309,6 +366,7 @@ def tool(
             key_passed=key_passed,
             commit_window_s=commit_window_s,
             attempt_timeout_s=attempt_timeout_s,
+            keys_honoured=keys_honoured,
         )
 
     return declare

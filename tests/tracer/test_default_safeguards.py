@@ -94,3 +94,26 @@ def test_guard_state_of_old_conversations_is_swept_without_any_claim():
     clock.advance(3600.0)
     agent.execute(ToolCall("get_order", "late", {}, "conv-late", request_id="r-late"))
     assert len(store._guards) < 5
+
+
+def test_guard_reads_false_exempts_reads_and_named_tools_but_not_writes(spans):
+    def guarded(**options: Any) -> Executor:
+        tools = [
+            Tool("track_shipment", Scripted(*[{"status": "in_transit"}] * 10)),
+            Tool("poll_queue", Scripted(*[{"depth": 0}] * 10), side_effect="write"),
+            Tool("send_sms", Scripted(*[{"sms_id": "s1"}] * 10), side_effect="write"),
+        ]
+        return executor(spans, tools, safeguards=Safeguards(store=MemoryStore(), **options))
+
+    def statuses(agent: Executor, name: str) -> list[str]:
+        calls = [ToolCall(name, f"{name}-{n}", SMS, conversation_id="conv-1") for n in range(7)]
+        return [agent.execute(call).status for call in calls]
+
+    exempt = guarded(guard_reads=False, unguarded_tools=frozenset({"poll_queue"}))
+    assert statuses(exempt, "track_shipment") == ["succeeded"] * 7  # a read
+    assert statuses(exempt, "poll_queue") == ["succeeded"] * 7  # named: a read by another name
+    assert statuses(exempt, "send_sms") == ["succeeded"] * 3 + ["loop_blocked"] * 4
+    # The default (and guard_reads=True whatever is named) guards every tool.
+    every = guarded(unguarded_tools=frozenset({"poll_queue"}))
+    assert statuses(every, "track_shipment") == ["succeeded"] * 3 + ["loop_blocked"] * 4
+    assert statuses(every, "poll_queue") == ["succeeded"] * 3 + ["loop_blocked"] * 4

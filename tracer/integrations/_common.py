@@ -84,7 +84,9 @@ class Declaration:
     long after an attempt ended the service may still commit it (see
     :class:`~toolspan.tracer.Tool`; a read-back's "absent" waits it out);
     ``attempt_timeout_s`` the longest one request is in flight (the client's own
-    timeout), which the key's lease then covers.
+    timeout), which the key's lease then covers. ``keys_honoured`` states whether
+    the service honours idempotency keys (``None``: unknown; see
+    :class:`~toolspan.tracer.Tool`).
     """
 
     side_effect: SideEffect = "write"
@@ -98,6 +100,7 @@ class Declaration:
     key_passed: str | None = None
     commit_window_s: float = DEFAULT_COMMIT_WINDOW_S
     attempt_timeout_s: float | None = None
+    keys_honoured: bool | None = None
 
     @classmethod
     def read(
@@ -129,10 +132,13 @@ class Declaration:
         key_passed: str | None = None,
         commit_window_s: float = DEFAULT_COMMIT_WINDOW_S,
         attempt_timeout_s: float | None = None,
+        keys_honoured: bool | None = None,
     ) -> Declaration:
         """A tool that changes state; repeated only under a key its service honours."""
         if step is not None and not idempotent:
             raise ConfigurationError("step names an idempotency key: only for idempotent writes")
+        if keys_honoured is not None and not idempotent:
+            raise ConfigurationError("keys_honoured is for idempotent writes (idempotent=True)")
         return cls(
             side_effect="write",
             idempotent=idempotent,
@@ -145,6 +151,7 @@ class Declaration:
             key_passed=key_passed,
             commit_window_s=commit_window_s,
             attempt_timeout_s=attempt_timeout_s,
+            keys_honoured=keys_honoured,
         )
 
 
@@ -195,6 +202,7 @@ class Declarations:
                     key_passed=declared.key_route,
                     commit_window_s=declared.commit_window_s,
                     attempt_timeout_s=declared.attempt_timeout_s,
+                    keys_honoured=declared.keys_honoured,
                 )
                 for declared in tools
             },
@@ -208,6 +216,11 @@ class Declarations:
 
     def __contains__(self, name: object) -> bool:
         return name in self._declared
+
+    @property
+    def names(self) -> list[str]:
+        """The declared tools' names, in declaration order."""
+        return list(self._declared)
 
     def get(self, name: str) -> Declaration:
         """The declaration for ``name``, or :attr:`default` when there is none."""
@@ -257,6 +270,7 @@ class Declarations:
             key_passed=key_passed,
             commit_window_s=declared.commit_window_s,
             attempt_timeout_s=declared.attempt_timeout_s,
+            keys_honoured=declared.keys_honoured,
         )
 
     def key(

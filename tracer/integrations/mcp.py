@@ -28,8 +28,12 @@ Failures are classified for the retry policy: a request timeout is
 ``connection_error``, a JSON-RPC error ``jsonrpc_<name>`` (``jsonrpc_invalid_params``,
 ``jsonrpc_internal_error``, ... or ``jsonrpc_<code>``), a result the protocol does
 not allow ``mcp_invalid_result``, and a result with ``isError`` ``mcp_tool_error``
-(or what ``classify`` says); a server asking for input mid-call
-(``InputRequiredResult``) ends the call as ``mcp_input_required``.
+(or what ``classify`` says). A server asking for input mid-call (2026-07-28
+``InputRequiredResult``) gets it from the session's own callbacks
+(elicitation, sampling, roots), within the attempt, and the call goes on as
+``mcp.Client`` drives it; one that asks nothing (only ``requestState``), or
+asks more than 10 times (``MAX_INPUT_ROUNDS``), ends the call as
+``mcp_input_required``.
 
 The server is a peer that may not be trusted: its error texts are capped like
 results (the executor's ``max_result_bytes``), a ``tools/list`` that repeats a
@@ -54,6 +58,7 @@ from typing import Any, cast
 import anyio
 import mcp_types
 from mcp import ClientSession
+from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from opentelemetry import propagate
 from pydantic import ValidationError
@@ -81,6 +86,8 @@ IDEMPOTENCY_META_KEY = "toolspan/idempotency-key"
 DEFAULT_TIMEOUT_S = 30.0
 # A tools/list longer than this is a server paging without end.
 MAX_LIST_PAGES = 100
+# Rounds of input one call may ask for (the SDK's Client and the TypeScript SDK allow 10).
+MAX_INPUT_ROUNDS = 10
 
 _JSONRPC_NAMES = {
     mcp_types.PARSE_ERROR: "parse_error",
@@ -326,28 +333,74 @@ def _caller(
         current = current_call()
         if current is not None and current.idempotency_key:
             meta[IDEMPOTENCY_META_KEY] = current.idempotency_key
-        try:
-            result = await session.call_tool(
-                name,
-                arguments,
-                read_timeout_seconds=timeout_s,
-                meta=cast(mcp_types.RequestParamsMeta, meta),  # an open map of extra keys
-                allow_input_required=True,
+        asked: mcp_types.InputRequiredResult | None = None
+        for _ in range(MAX_INPUT_ROUNDS + 1):
+            result = await _call_once(session, name, arguments, timeout_s, meta, asked)
+            if not isinstance(result, mcp_types.InputRequiredResult):
+                break
+            if not result.input_requests:  # nothing the client's callbacks could answer
+                raise ToolError(
+                    "mcp_input_required", "the MCP server asked for input for this call"
+                )
+            asked = result
+        else:
+            raise ToolError(
+                "mcp_input_required",
+                f"the MCP server asked for input more than {MAX_INPUT_ROUNDS} times in one call",
             )
-        except Exception as exc:
-            mapped = error_code_for(exc)
-            if mapped is None:
-                raise
-            raise mapped from exc
-        if isinstance(result, mcp_types.InputRequiredResult):
-            # The server asks the user something mid-call: not for a retry boundary to answer.
-            raise ToolError("mcp_input_required", "the MCP server asked for input for this call")
         if result.is_error:
             raise ToolError(classify(result), _text(result) or "the MCP tool reported an error")
         return _data(result)
 
     call.__name__ = name
     return call
+
+
+async def _call_once(
+    session: ClientSession,
+    name: str,
+    arguments: dict[str, Any],
+    timeout_s: float | None,
+    meta: dict[str, Any],
+    asked: mcp_types.InputRequiredResult | None,
+) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+    """One ``tools/call``; after ``asked``, the retry carrying the client's answers."""
+    try:
+        responses = None if asked is None else await _answer_inputs(session, asked)
+        return await session.call_tool(
+            name,
+            arguments,
+            read_timeout_seconds=timeout_s,
+            meta=cast(mcp_types.RequestParamsMeta, meta),  # an open map of extra keys
+            input_responses=responses,
+            request_state=None if asked is None else asked.request_state,
+            allow_input_required=True,
+        )
+    except Exception as exc:
+        mapped = error_code_for(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+async def _answer_inputs(
+    session: ClientSession, asked: mcp_types.InputRequiredResult
+) -> dict[str, mcp_types.InputResponse]:
+    """The session's callbacks answer each input request (a refusal ends the call)."""
+    responses: dict[str, mcp_types.InputResponse] = {}
+    for key, request in (asked.input_requests or {}).items():
+        params = request.params
+        context = ClientRequestContext(
+            session=session, request_id=key, meta=params.meta if params else None
+        )
+        answer = await session.dispatch_input_request(context, request)
+        if isinstance(answer, mcp_types.ErrorData):
+            raise ToolError(
+                "mcp_input_refused",
+                f"the client did not give the input asked for: {answer.message}",
+            )
+        responses[key] = answer
+    return responses
 
 
 def _tool_error_code(_result: mcp_types.CallToolResult) -> str:

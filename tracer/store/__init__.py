@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ._keys import derive_key
 from ._memory import MemoryStore
+from ._open import open_store
 from ._protocol import Claim, ClaimOutcome, IdempotencyStore, StoreError
 from ._sqlite import SQLiteStore
 
@@ -31,6 +32,7 @@ __all__ = [
     "SQLiteStore",
     "StoreError",
     "derive_key",
+    "open_store",
 ]
 
 

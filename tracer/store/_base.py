@@ -50,6 +50,10 @@ class CheckedStore(ABC):
                 "find are treated as possibly done: writes are read back or refused"
             )
 
+    def now(self) -> float:
+        """The time this store's TTLs count on (epoch seconds, its injected clock)."""
+        return self._clock()
+
     @property
     def known_epoch(self) -> rules.Epoch | None:
         """The store's epoch marker as this client last saw it (None before first use)."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..._extras import install_hint
 from ..._sql import load_statements
 from .._errors import ConfigurationError
 from . import _rules as rules
@@ -24,7 +25,7 @@ try:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError("RedisStore needs the redis client: pip install 'toolspan[redis]'") from exc
+    raise ImportError(f"RedisStore needs the redis client: {install_hint('redis')}") from exc
 
 __all__ = ["RedisStore"]
 

@@ -29,6 +29,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     proxy.add_argument("--host", default="127.0.0.1", help="with --serve http")
     proxy.add_argument("--port", type=int, default=8100, help="with --serve http")
     proxy.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="with --serve http: a Host accepted besides loopback names and --host (repeatable)",
+    )
+    proxy.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="with --serve http: an Origin accepted besides loopback ones (repeatable)",
+    )
+    proxy.add_argument(
         "--trace-file", metavar="PATH", help="append the spans as OTLP/JSON lines to PATH"
     )
     proxy.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS")
@@ -37,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run_proxy(args: argparse.Namespace) -> int:
     """Check the arguments and the config, then serve until the client goes away."""
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = server_command(args)
     from ._serve import serve
 
     try:
@@ -45,6 +59,13 @@ def run_proxy(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:  # found before anything is served
         print(f"toolspan mcp proxy: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def server_command(args: argparse.Namespace) -> list[str]:
+    """The server's command line: from the first argument that is not the proxy's
+    (``--`` before it optional: config files of some clients cannot carry it)."""
+    command: list[str] = args.command
+    return command[1:] if command[:1] == ["--"] else command
 
 
 def _settings(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
@@ -59,5 +80,14 @@ def _settings(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
         "serve_http": args.serve == "http",
         "host": args.host,
         "port": args.port,
+        "allowed_hosts": _allowed_hosts(args.host, args.allow_host),
+        "allowed_origins": args.allow_origin,
         "trace_file": args.trace_file,
     }
+
+
+def _allowed_hosts(host: str, allowed: list[str]) -> list[str]:
+    """The hosts allowed in ``Host``: the bound address too, unless it is a wildcard."""
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 (recognising a wildcard, not binding)
+        return allowed
+    return [*allowed, f"[{host}]" if ":" in host else host]

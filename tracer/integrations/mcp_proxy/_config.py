@@ -4,12 +4,14 @@
 
     timeout_s = 30              # per upstream call
     startup_timeout_s = 30      # more for the first answer of a (re)started server
+    input_timeout_s = 600       # for a client's answer to input the server asked for mid-call
     trust_annotations = false   # the server's readOnlyHint/idempotentHint count only when true
     conversation_header = "x-conversation-id"   # optional, streamable HTTP clients
     error_code_field = "error_code"    # an isError result's structuredContent names its code
     retry_after_field = "retry_after"  # ... and the delay the server asks for (seconds or a date)
     loop_threshold = 3                 # the same answer to the same call N times: refused (0: off)
     max_attempts_per_action = 5        # attempts of one action per request (0: off)
+    guard_reads = false                # the two guards above count reads too (default: writes only)
 
     [tools.get_order]
     side_effect = "read"
@@ -51,6 +53,8 @@ __all__ = ["ProxyConfig", "ToolConfig", "load_config", "parse_config"]
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
+# A person may be answering (an elicitation): minutes, not the seconds of a call.
+DEFAULT_INPUT_TIMEOUT_S = 600.0
 _TOP_KEYS = frozenset(
     {
         "timeout_s",
@@ -60,8 +64,10 @@ _TOP_KEYS = frozenset(
         "retry_after_field",
         "loop_threshold",
         "max_attempts_per_action",
+        "guard_reads",
         "service",
         "startup_timeout_s",
+        "input_timeout_s",
         "tools",
         "retry_budget",
         "circuit_breaker",
@@ -130,6 +136,7 @@ class ProxyConfig:
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    input_timeout_s: float = DEFAULT_INPUT_TIMEOUT_S
     trust_annotations: bool = False
     conversation_header: str | None = None
     error_code_field: str | None = None
@@ -137,6 +144,8 @@ class ProxyConfig:
     service: str | None = None
     loop_threshold: int | None = 3
     max_attempts_per_action: int | None = 5
+    # A long-lived client polls reads: by default only writes meet the two guards above.
+    guard_reads: bool = False
     tools: Mapping[str, ToolConfig] = field(default_factory=dict)
     retry_budget: Mapping[str, Any] = field(default_factory=dict)
     circuit_breaker: Mapping[str, Any] = field(default_factory=dict)
@@ -188,6 +197,7 @@ def parse_config(raw: Mapping[str, Any]) -> ProxyConfig:
     return ProxyConfig(
         timeout_s=timeout_s,
         startup_timeout_s=_number(raw, "startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S, ""),
+        input_timeout_s=_number(raw, "input_timeout_s", DEFAULT_INPUT_TIMEOUT_S, ""),
         trust_annotations=_bool(raw, "trust_annotations", False, ""),
         conversation_header=_text(raw, "conversation_header", ""),
         error_code_field=_text(raw, "error_code_field", ""),
@@ -195,6 +205,7 @@ def parse_config(raw: Mapping[str, Any]) -> ProxyConfig:
         service=_text(raw, "service", ""),
         loop_threshold=_guard(raw, "loop_threshold", 3),
         max_attempts_per_action=_guard(raw, "max_attempts_per_action", 5),
+        guard_reads=_bool(raw, "guard_reads", False, ""),
         tools=tools,
         retry_budget=_numbers(raw, "retry_budget", _BUDGET_KEYS),
         circuit_breaker=_numbers(raw, "circuit_breaker", _BREAKER_KEYS),

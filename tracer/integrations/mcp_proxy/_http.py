@@ -1,17 +1,29 @@
 """Serving clients over streamable HTTP: one POST, one JSON-RPC message, one JSON answer.
 
 Each POST's request gets an id of the proxy's own (clients on separate
-connections may all use id 1) and its answer gets the client's id back. The
-conversation comes from ``_meta`` or, when the config names one, a header.
-The proxy answers with ``application/json`` and offers no SSE stream (``GET``
-is ``405``), which the streamable HTTP transport allows: notifications the
-upstream sends mid-request are not delivered to HTTP clients.
+connections may all use id 1) and its answer gets the client's id back. Every
+handshake-era client gets an ``Mcp-Session-Id`` of its own with its
+``initialize`` answer (the upstream is initialized once, by the first client:
+the proxy answers the others). A ``tools/call``'s conversation comes from
+``_meta``, else the config's header, else the client's session.
+
+A request is answered with an SSE stream when the client accepts one (what
+the upstream sends mid-request, progress, log messages, its own sampling or
+elicitation requests, then the response), else with ``application/json``
+(the response alone). The client answers the upstream's requests with POSTs, passed up
+as they are. There is no standalone SSE stream (``GET`` is ``405``).
+
+DNS rebinding (the transport's security warning): a request whose ``Host`` is
+not a loopback name or an allowed host, or whose ``Origin`` is not a loopback
+origin or an allowed origin, gets ``403`` before anything is read.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+import math
+import secrets
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,25 +34,44 @@ from mcp_types import (
     JSONRPCError,
     JSONRPCMessage,
     JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ._proxy import CONVERSATION_META_KEY, McpProxy
 
-__all__ = ["http_app"]
+__all__ = ["SESSION_HEADER", "http_app"]
+
+SESSION_HEADER = "mcp-session-id"
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
-def http_app(proxy: McpProxy, *, path: str = "/mcp") -> Starlette:
-    """An ASGI app serving ``proxy`` at ``path`` (run it with uvicorn)."""
+def http_app(
+    proxy: McpProxy,
+    *,
+    path: str = "/mcp",
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+) -> Starlette:
+    """An ASGI app serving ``proxy`` at ``path`` (run it with uvicorn).
+
+    ``allowed_hosts`` (``name`` or ``name:port``) and ``allowed_origins``
+    (``scheme://name[:port]``) are accepted besides the loopback ones."""
     ids = itertools.count(1)
     header = proxy.config.conversation_header
+    hosts = frozenset(h.lower() for h in allowed_hosts)
+    origins = frozenset(o.lower().rstrip("/") for o in allowed_origins)
 
     async def endpoint(request: Request) -> Response:
+        refused = _refused(request, hosts, origins)
+        if refused is not None:
+            return Response(refused, status_code=403, media_type="text/plain")
         if request.method != "POST":
             return Response(status_code=405, headers={"Allow": "POST"})
         try:
@@ -51,20 +82,30 @@ def http_app(proxy: McpProxy, *, path: str = "/mcp") -> Starlette:
         if not isinstance(message, JSONRPCRequest):
             await proxy.handle(message, _nowhere)
             return Response(status_code=202)
-        if header and request.headers.get(header):
-            message = _with_conversation(message, request.headers[header])
-        answered = anyio.Event()
-        answers: list[JSONRPCMessage] = []
-
-        async def reply(answer: JSONRPCMessage) -> None:
-            answers.append(answer)
-            answered.set()
-
-        client_id = message.id
-        await proxy.handle(message.model_copy(update={"id": f"http-{next(ids)}"}), reply)
-        await answered.wait()
-        (answer,) = answers
-        return _json(answer.model_copy(update={"id": client_id}), 200)
+        session = request.headers.get(SESSION_HEADER)
+        if message.method == "initialize":
+            session = secrets.token_hex(16)  # this client's, for its later requests
+        elif message.method == "tools/call":
+            conversation = request.headers.get(header) if header else None
+            if conversation or session:
+                message = _with_conversation(message, conversation or f"mcp-session-{session}")
+        # Unbounded: the proxy never waits on a slow (or gone) HTTP client.
+        send, received = anyio.create_memory_object_stream[JSONRPCMessage](math.inf)
+        own_id = f"http-{next(ids)}"
+        await proxy.handle(message.model_copy(update={"id": own_id}), send.send)
+        headers = {SESSION_HEADER: session} if message.method == "initialize" and session else {}
+        if "text/event-stream" in request.headers.get("accept", ""):
+            # As the SDK's servers answer by default: a stream per POST, so what
+            # the upstream sends mid-request reaches the client before the answer.
+            return StreamingResponse(
+                _events(received, own_id, message.id),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", **headers},
+            )
+        answer = await _answer_of(received, own_id)
+        response = _json(answer.model_copy(update={"id": message.id}), 200)
+        response.headers.update(headers)
+        return response
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -74,6 +115,55 @@ def http_app(proxy: McpProxy, *, path: str = "/mcp") -> Starlette:
     return Starlette(
         routes=[Route(path, endpoint, methods=["GET", "POST", "DELETE"])], lifespan=lifespan
     )
+
+
+def _is_answer(message: JSONRPCMessage, own_id: str) -> bool:
+    return isinstance(message, JSONRPCResponse | JSONRPCError) and message.id == own_id
+
+
+async def _answer_of(received: Any, own_id: str) -> JSONRPCMessage:
+    """This POST's answer: a client that takes JSON only gets no mid-request messages."""
+    while True:
+        message: JSONRPCMessage = await received.receive()
+        if _is_answer(message, own_id):
+            return message
+
+
+async def _events(received: Any, own_id: str, client_id: RequestId) -> AsyncIterator[bytes]:
+    """The SSE stream of one POST: mid-request messages, then its answer."""
+    while True:
+        message: JSONRPCMessage = await received.receive()
+        if _is_answer(message, own_id):
+            yield _event(message.model_copy(update={"id": client_id}))
+            return
+        yield _event(message)
+
+
+def _event(message: JSONRPCMessage) -> bytes:
+    body = message.model_dump_json(by_alias=True, exclude_unset=True)
+    return b"event: message\ndata: " + body.encode() + b"\n\n"
+
+
+def _refused(request: Request, hosts: frozenset[str], origins: frozenset[str]) -> str | None:
+    """Why a request's ``Host`` or ``Origin`` is refused (``None``: accepted)."""
+    host = request.headers.get("host", "").lower()
+    if not (_name(host) in _LOOPBACK or host in hosts or _name(host) in hosts):
+        return f"Host {host!r} is not allowed (DNS rebinding protection)"
+    origin = request.headers.get("origin")
+    if origin is None:
+        return None
+    origin = origin.lower().rstrip("/")
+    scheme, _, rest = origin.partition("://")
+    if origin in origins or (scheme in ("http", "https") and _name(rest) in _LOOPBACK):
+        return None
+    return f"Origin {origin!r} is not allowed (DNS rebinding protection)"
+
+
+def _name(host: str) -> str:
+    """``host`` without its port (``[::1]:8100`` -> ``[::1]``)."""
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.partition(":")[0]
 
 
 def _with_conversation(message: JSONRPCRequest, conversation: str) -> JSONRPCRequest:

@@ -19,13 +19,14 @@ toolspan's call and attempt spans are its children.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -43,6 +44,7 @@ from mcp_types import (
     JSONRPCResponse,
     RequestId,
 )
+from mcp_types.methods import is_input_required
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
@@ -86,6 +88,12 @@ _ENVELOPE = (
 )
 
 _TOOLS_CHANGED = "notifications/tools/list_changed"
+_INITIALIZED = "notifications/initialized"
+_PROGRESS = "notifications/progress"
+# JSON-RPC errors of a tools/call a client acts on (URL elicitation: it opens the
+# URLs, then calls again): answered as the same error, not as an isError result.
+_PASSED_ERRORS = frozenset({mcp_types.URL_ELICITATION_REQUIRED})
+_PROGRESS_PREFIX = "toolspan-progress-"
 TASK_TTL_MS = 3_600_000
 # How an idempotent write's key reaches the upstream (each attempt's ``_meta``).
 KEY_PASSED = (
@@ -98,12 +106,38 @@ Reply = Callable[[JSONRPCMessage], Awaitable[None]]
 
 
 @dataclass
+class _Leg:
+    """The client request a ``tools/call``'s answer goes to: the call's own, then,
+    after the upstream asked for input, the client's retry carrying its answers."""
+
+    request_id: RequestId
+    reply: Reply
+
+
+@dataclass
+class _AwaitingInput:
+    """A call waiting for the client's retry with the input the upstream asked for."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    leg: _Leg | None = None
+
+
+@dataclass
 class _CallState:
     """What one ``tools/call`` carries to its attempts (read by the tool functions)."""
 
     meta: dict[str, Any]
     request_id: RequestId
     conversation: str
+    leg: _Leg | None = None
+    # An upstream error the client must see as it is (-32042: open these URLs first).
+    passed_error: JSONRPCError | None = None
+    task: Mapping[str, Any] | None = None  # the client's own ``task`` params, if any
+    tool: str = ""
+    # The upstream's last answer to this tool (a CallToolResult, as sent): what
+    # the client gets, unchanged, when the call succeeds on it.
+    upstream: dict[str, Any] | None = None
 
 
 _CALL: contextvars.ContextVar[_CallState | None] = contextvars.ContextVar(
@@ -155,6 +189,7 @@ class McpProxy:
         self._poll_sleep = executor_options.get("sleep") or anyio.sleep
         self._executor: AsyncExecutor | None = None
         self._output_schemas: dict[str, Any] = {}
+        self._task_support: dict[str, str] = {}  # the listing's execution.taskSupport
         self._declarations = self.config.declarations()
         self._tasks = TaskBook()
         self._listing = anyio.Lock()
@@ -162,6 +197,20 @@ class McpProxy:
         self._calls: dict[RequestId, anyio.CancelScope] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._call_ids = 0
+        # Each running attempt's own progressToken, and the client's it stands for: a
+        # late attempt's progress (abandoned, or after the answer) is not forwarded.
+        self._progress: dict[str, tuple[Any, _CallState | None]] = {}
+        # The calls running now, latest last: where an HTTP client's call gets what
+        # the upstream sends mid-call (its log messages, its sampling requests).
+        self._running_calls: list[_CallState] = []
+        self._progress_ids = 0
+        # Calls whose upstream asked for input, by the requestState the client echoes.
+        self._awaiting_input: dict[str, _AwaitingInput] = {}
+        # The upstream's answer to the first client's initialize, and whether its
+        # notifications/initialized went up: later (HTTP) clients share the session.
+        self._handshake: anyio.Event | None = None  # set once the first is answered
+        self._initialized: dict[str, Any] | None = None
+        self._initialized_sent = False
 
     # -- serving ----------------------------------------------------------------------
 
@@ -199,17 +248,29 @@ class McpProxy:
         """One message from a client; ``reply`` answers this client's requests."""
         assert self._task_group is not None, "use `async with proxy.running()`"
         if isinstance(message, JSONRPCRequest):
-            relayed = None
+            relayed: Pending | anyio.Event | None = None
             started = time.time_ns()
-            if message.method == "tools/call":
+            if message.method == "initialize" and self._handshake is not None:
+                # The upstream is initialized once (a server may refuse a second
+                # initialize of its session): a later client gets the first's answer.
+                relayed = self._handshake
+            elif message.method == "tools/call":
+                if self._resumed(message, reply):
+                    return  # a retry carrying input: the waiting call goes on
                 # Its cancellation may come before its task starts: the scope waits for it.
                 self._calls[message.id] = anyio.CancelScope()
             else:
+                if message.method == "initialize":
+                    self._handshake = anyio.Event()
                 # Sent here, in the order the client sent it (a notification after it,
                 # such as its cancellation, must not overtake it); awaited in its task.
                 relayed = await self._upstream.start(message)
             self._task_group.start_soon(self._serve_request, message, reply, relayed, started)
             return
+        if isinstance(message, JSONRPCNotification) and message.method == _INITIALIZED:
+            if self._initialized_sent:
+                return  # a later client's: the upstream's session has had its one
+            self._initialized_sent = True
         if isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
             scope = self._calls.get(request_id) if request_id is not None else None
@@ -226,14 +287,30 @@ class McpProxy:
         changed = isinstance(message, JSONRPCNotification) and message.method == _TOOLS_CHANGED
         if changed:
             self._executor = None  # list again on the next call
-        if self._client is not None:
-            await self._client(message)
-        elif isinstance(message, JSONRPCRequest):  # no back-channel (HTTP clients)
+        to = self._client
+        if isinstance(message, JSONRPCNotification) and message.method == _PROGRESS:
+            progress = self._attempt_progress(message)
+            if progress is None:
+                return
+            message, to = progress, self._progress_route(message) or to
+        elif to is None and self._running_calls:
+            # No back-channel of its own (HTTP clients): a message sent mid-call
+            # belongs to a running call. The upstream does not say which: the
+            # latest (one call at a time is exact).
+            leg = self._running_calls[-1].leg
+            to = leg.reply if leg is not None else None
+        if to is not None:
+            await to(message)
+        elif isinstance(message, JSONRPCRequest):
             error = ErrorData(code=mcp_types.METHOD_NOT_FOUND, message="no client can answer")
             await self._upstream.send(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
 
     async def _serve_request(
-        self, request: JSONRPCRequest, reply: Reply, relayed: Pending | None, started: int
+        self,
+        request: JSONRPCRequest,
+        reply: Reply,
+        relayed: Pending | anyio.Event | None,
+        started: int,
     ) -> None:
         params = request.params or {}
         meta = params.get("_meta")
@@ -246,17 +323,21 @@ class McpProxy:
                 attributes=self._attributes(request, meta),
                 start_time=started,
             ) as span:
+                answer: JSONRPCMessage | None
+                leg = _Leg(request.id, reply)
                 if relayed is None:
-                    answer = await self._tools_call(request, params, meta, span)
-                else:
+                    answer = await self._tools_call(request, params, meta, span, leg)
+                elif isinstance(relayed, Pending):
                     answer = await self._relay(request, relayed)
+                else:
+                    answer = await self._shared_handshake(request, relayed)
                 if isinstance(answer, JSONRPCError):
                     span.set_attribute("error.type", str(answer.error.code))
                     span.set_status(Status(StatusCode.ERROR, answer.error.message))
                 # Answered before the span ends: the client does not wait for the span's
                 # processing, and the span covers the whole request, the answer sent.
                 if answer is not None:
-                    await reply(answer)
+                    await leg.reply(answer)
         finally:
             otel_context.detach(token)
 
@@ -277,50 +358,99 @@ class McpProxy:
     async def _relay(self, request: JSONRPCRequest, relayed: Pending) -> JSONRPCMessage:
         """A request the proxy does not handle (sent): the upstream's answer, as it is."""
         try:
-            return await self._upstream.answer(request, relayed, timeout_s=self.config.timeout_s)
+            answer = await self._upstream.answer(request, relayed, timeout_s=self.config.timeout_s)
+            if request.method == "initialize":
+                self._settle_handshake(answer)
+            return answer
         except ToolError as exc:
+            if request.method == "initialize":
+                self._settle_handshake(None)
             code = INTERNAL_ERROR if exc.code == CLOSED else REQUEST_TIMEOUT
             error = ErrorData(code=code, message=exc.message)
+        return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
+
+    def _settle_handshake(self, answer: JSONRPCMessage | None) -> None:
+        """The first client's initialize is answered: keep the answer for the others;
+        a failed one is forgotten, so the next initialize goes upstream again."""
+        done = self._handshake
+        if isinstance(answer, JSONRPCResponse):
+            self._initialized = answer.result
+        else:
+            self._handshake = None
+        if done is not None:
+            done.set()
+
+    async def _shared_handshake(self, request: JSONRPCRequest, done: anyio.Event) -> JSONRPCMessage:
+        await done.wait()
+        if self._initialized is not None:
+            return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=self._initialized)
+        error = ErrorData(
+            code=INTERNAL_ERROR, message="the upstream's initialize failed; try again"
+        )
         return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
 
     # -- tools/call through the boundary ---------------------------------------------
 
     async def _tools_call(
-        self, request: JSONRPCRequest, params: Mapping[str, Any], meta: dict[str, Any], span: Any
+        self,
+        request: JSONRPCRequest,
+        params: Mapping[str, Any],
+        meta: dict[str, Any],
+        span: Any,
+        leg: _Leg,
     ) -> JSONRPCMessage | None:
         name = params.get("name")
         if not isinstance(name, str):
             self._calls.pop(request.id, None)
             error = ErrorData(code=mcp_types.INVALID_PARAMS, message="tools/call needs a tool name")
             return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
+        held: list[_CallState] = []
         with self._calls.get(request.id) or anyio.CancelScope() as scope:
             try:
-                result = await self._execute(request, name, params.get("arguments"), meta)
+                result = await self._execute(
+                    request, name, params.get("arguments"), meta, leg, held
+                )
             finally:
                 self._calls.pop(request.id, None)
         if scope.cancelled_caught:
             return None  # the client cancelled: it expects no answer
-        answer = self._answer(name, result)
-        if answer.is_error:
+        state = held[0] if held else None
+        if state is not None and state.passed_error is not None and not result.ok:
+            return state.passed_error.model_copy(update={"id": leg.request_id})
+        upstream = state.upstream if state is not None else None
+        if result.ok and upstream is not None and not (result.replayed or result.reconciled):
+            body = _passed_through(upstream, result)
+        else:
+            body = self._answer(name, result)
+            if not _envelope(meta):  # handshake era (to 2025-11-25): it has no resultType
+                body.pop("resultType", None)
+        if body.get("isError") is True:
             span.set_attribute("error.type", "tool_error")
-        body = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=body)
+        return JSONRPCResponse(jsonrpc="2.0", id=leg.request_id, result=body)
 
-    def _answer(self, name: str, result: ToolResult) -> mcp_types.CallToolResult:
-        """MCP's result: toolspan's structured result, except where the tool's
-        ``outputSchema`` binds the structured content of a success (a client
-        checks it): there the upstream's data stays, toolspan's result goes to
-        the text and to ``_meta`` under :data:`RESULT_META_KEY`."""
+    def _answer(self, name: str, result: ToolResult) -> dict[str, Any]:
+        """A result toolspan made (an error, a replay, a read-back's answer):
+        toolspan's structured result, except where the tool's ``outputSchema``
+        binds the structured content of a success (a client checks it): there
+        the data stays, toolspan's result goes to the text and to ``_meta``."""
         answer = to_call_tool_result(result)
-        if answer.is_error or name not in self._output_schemas:
-            return answer
-        summary = {k: v for k, v in (answer.structured_content or {}).items() if k != "data"}
-        return answer.model_copy(
-            update={"structured_content": result.data, "meta": {RESULT_META_KEY: summary}}
-        )
+        if not answer.is_error and name in self._output_schemas:
+            answer = answer.model_copy(
+                update={
+                    "structured_content": result.data,
+                    "meta": {RESULT_META_KEY: _summary(result)},
+                }
+            )
+        return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     async def _execute(
-        self, request: JSONRPCRequest, name: str, arguments: Any, meta: dict[str, Any]
+        self,
+        request: JSONRPCRequest,
+        name: str,
+        arguments: Any,
+        meta: dict[str, Any],
+        leg: _Leg,
+        held: list[_CallState],
     ) -> ToolResult:
         try:
             executor = await self._executor_for(meta)
@@ -345,10 +475,16 @@ class McpProxy:
             declaration=self._declaration(executor, name),
         )
         forwarded = {k: v for k, v in meta.items() if k not in _NOT_FORWARDED}
-        state_token = _CALL.set(_CallState(forwarded, request.id, conversation))
+        state = _CallState(forwarded, request.id, conversation, leg, tool=name)
+        task = (request.params or {}).get("task")
+        state.task = task if isinstance(task, Mapping) else None
+        held.append(state)
+        state_token = _CALL.set(state)
+        self._running_calls.append(state)
         try:
             return await executor.execute(call)
         finally:
+            self._running_calls.remove(state)
             _CALL.reset(state_token)
 
     def _declaration(self, executor: AsyncExecutor, name: str) -> Declaration | None:
@@ -366,6 +502,11 @@ class McpProxy:
         async with self._listing:
             if self._executor is None:
                 listed = await self._list_tools(meta)
+                self._task_support = {
+                    t.name: t.execution.task_support
+                    for t in listed
+                    if t.execution is not None and t.execution.task_support is not None
+                }
                 self._output_schemas = {
                     t.name: t.output_schema for t in listed if t.output_schema is not None
                 }
@@ -381,6 +522,8 @@ class McpProxy:
                     store=self._store,
                     loop_threshold=self.config.loop_threshold,
                     max_attempts_per_action=self.config.max_attempts_per_action,
+                    guard_reads=self.config.guard_reads,
+                    unguarded_tools=self._annotated_reads(listed),
                 ),
                 retry_budget=self._budget,
                 circuit_breaker=self._breaker,
@@ -388,6 +531,17 @@ class McpProxy:
             )
         except ConfigurationError as exc:  # the config names a tool the upstream lacks
             raise ToolError("proxy_misconfigured", str(exc)) from exc
+
+    def _annotated_reads(self, listed: list[mcp_types.Tool]) -> frozenset[str]:
+        """Undeclared tools the server calls read-only. Untrusted, they are not
+        retried; but polling one is no loop, so the guards skip them."""
+        return frozenset(
+            t.name
+            for t in listed
+            if t.name not in self.config.tools
+            and t.annotations is not None
+            and t.annotations.read_only_hint is True
+        )
 
     async def _list_tools(self, meta: Mapping[str, Any]) -> list[mcp_types.Tool]:
         envelope = _envelope(meta)
@@ -455,21 +609,123 @@ class McpProxy:
             if current is not None and current.idempotency_key:
                 meta[IDEMPOTENCY_META_KEY] = current.idempotency_key
             params: dict[str, Any] = {"name": name, "arguments": arguments, "_meta": meta}
-            if not self.config.runs_as_task(name):
-                return self._data(await self._ask("tools/call", params))
-            params["task"] = {"ttl": TASK_TTL_MS}
-            answer = await self._ask("tools/call", params)
-            task_id = task_id_of(answer)
-            if task_id is None:  # the server ran it as a plain call
-                return self._data(answer)
-            if state is not None:
-                self._tasks.note(state.conversation, name, arguments, task_id)
-            return self._data(
-                await await_task(self._ask, task_id, _envelope(meta), self._poll_sleep)
-            )
+            with self._own_progress(meta, state):
+                return await self._attempt(name, arguments, params, state)
 
         call.__name__ = name
         return call
+
+    async def _attempt(
+        self, name: str, arguments: Any, params: dict[str, Any], state: _CallState | None
+    ) -> Any:
+        """One upstream ``tools/call`` (a task's, awaited; input asked for, relayed)."""
+        meta = params["_meta"]
+        asked = state.task if state is not None else None
+        if not self._as_task(name, asked, bool(_envelope(meta))):
+            answer = await self._ask("tools/call", params, state)
+            while is_input_required(answer) and state is not None and state.leg is not None:
+                answer = await self._input_round(state, params, answer)
+            return self._data(_kept(state, name, answer))
+        params["task"] = dict(asked) if asked is not None else {"ttl": TASK_TTL_MS}
+        answer = await self._ask("tools/call", params)
+        task_id = task_id_of(answer)
+        if task_id is None:  # the server ran it as a plain call
+            return self._data(_kept(state, name, answer))
+        if state is not None:
+            self._tasks.note(state.conversation, name, arguments, task_id)
+        final = await await_task(self._ask, task_id, _envelope(meta), self._poll_sleep)
+        return self._data(_kept(state, name, final))
+
+    def _as_task(self, name: str, asked: Mapping[str, Any] | None, modern: bool) -> bool:
+        """Run as a task: the config says so, the tool requires it, or the client
+        asked for one (its ``task``, forwarded) of a tool that offers it. A
+        2026-07-28 listing has no ``execution`` (tasks are an extension there):
+        the client's asking is what says the server runs tasks."""
+        support = self._task_support.get(name)
+        if self.config.runs_as_task(name) or support == "required":
+            return True
+        if asked is None:
+            return False
+        return support == "optional" or (support is None and modern)
+
+    @contextlib.contextmanager
+    def _own_progress(self, meta: dict[str, Any], state: _CallState | None) -> Iterator[None]:
+        """While one attempt runs, its progress comes under a token of its own."""
+        token = meta.get("progressToken")
+        if token is None:
+            yield
+            return
+        self._progress_ids += 1
+        own = f"{_PROGRESS_PREFIX}{self._progress_ids}"
+        meta["progressToken"] = own
+        self._progress[own] = (token, state)
+        try:
+            yield
+        finally:
+            del self._progress[own]
+
+    def _progress_route(self, message: JSONRPCNotification) -> Reply | None:
+        """The reply of the call whose attempt this progress is of (``None``: unknown)."""
+        entry = self._progress.get(str((message.params or {}).get("progressToken")))
+        state = entry[1] if entry is not None else None
+        return state.leg.reply if state is not None and state.leg is not None else None
+
+    def _attempt_progress(self, message: JSONRPCNotification) -> JSONRPCNotification | None:
+        """Progress under an attempt's token, with the client's token back (``None``:
+        the attempt is over, the client is told nothing more of it)."""
+        params = message.params or {}
+        token = params.get("progressToken")
+        if not (isinstance(token, str) and token.startswith(_PROGRESS_PREFIX)):
+            return message  # a relayed request's progress: the client's own token
+        if token not in self._progress:
+            return None
+        update = {"params": {**params, "progressToken": self._progress[token][0]}}
+        return message.model_copy(update=update)
+
+    async def _input_round(
+        self, state: _CallState, params: dict[str, Any], asked: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The upstream asked for input (2026-07-28 multi-round-trip): hand its
+        ``InputRequiredResult`` to the client as the answer to this leg, wait
+        (within this attempt) for the client's retry carrying the responses, and
+        send those upstream with the upstream's own ``requestState``."""
+        assert state.leg is not None
+        token = f"toolspan-input-{secrets.token_hex(12)}"
+        waiting = self._awaiting_input[token] = _AwaitingInput()
+        interim = {**asked, "requestState": token}
+        try:
+            await state.leg.reply(
+                JSONRPCResponse(jsonrpc="2.0", id=state.leg.request_id, result=interim)
+            )
+            with anyio.move_on_after(self.config.input_timeout_s):
+                await waiting.done.wait()
+        finally:
+            self._awaiting_input.pop(token, None)
+        if waiting.leg is None:
+            raise ToolError(
+                "mcp_input_required",
+                "the client did not answer the input the MCP server asked for within "
+                f"{self.config.input_timeout_s:g}s",
+            )
+        # The same leg, moved on: the call's final answer goes to the client's retry.
+        state.leg.request_id, state.leg.reply = waiting.leg.request_id, waiting.leg.reply
+        again = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+        if "inputResponses" in waiting.params:
+            again["inputResponses"] = waiting.params["inputResponses"]
+        if asked.get("requestState") is not None:
+            again["requestState"] = asked["requestState"]
+        return await self._ask("tools/call", again, state)
+
+    def _resumed(self, message: JSONRPCRequest, reply: Reply) -> bool:
+        """A ``tools/call`` echoing the requestState of a call waiting for input."""
+        token = (message.params or {}).get("requestState")
+        waiting = self._awaiting_input.get(token) if isinstance(token, str) else None
+        if waiting is None or waiting.leg is not None:
+            return False
+        waiting.params = message.params or {}
+        waiting.leg = _Leg(message.id, reply)
+        waiting.done.set()
+        return True
 
     def _task_read_back(self, name: str) -> Callable[..., Awaitable[Any]]:
         """Did the write happen? Its task says: read it again (never the write)."""
@@ -515,14 +771,22 @@ class McpProxy:
             retry_after_s=parse_retry_after(after, now=time.time()),
         )
 
-    async def _ask(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        """One request of the proxy's own; its result, or a classified :class:`ToolError`."""
+    async def _ask(
+        self, method: str, params: dict[str, Any] | None, state: _CallState | None = None
+    ) -> dict[str, Any]:
+        """One request of the proxy's own; its result, or a classified :class:`ToolError`
+        (an error the client must see as it is kept in ``state`` too)."""
+        # Absent params are left out, never sent as null: servers on the
+        # TypeScript SDK drop a request whose params are null, unanswered.
+        fields: dict[str, Any] = {} if params is None else {"params": params}
         request = JSONRPCRequest(
-            jsonrpc="2.0", id=self._upstream.next_id(), method=method, params=params
+            jsonrpc="2.0", id=self._upstream.next_id(), method=method, **fields
         )
         answer = await self._upstream.request(request, timeout_s=self.config.timeout_s)
         if isinstance(answer, JSONRPCError):
             error = answer.error
+            if state is not None and error.code in _PASSED_ERRORS:
+                state.passed_error = answer
             mapped = error_code_for(MCPError(error.code, error.message, error.data))
             assert mapped is not None  # every MCPError maps
             raise mapped
@@ -545,6 +809,27 @@ class _Running:
     async def __aexit__(self, *exc: Any) -> bool | None:
         self._group.cancel_scope.cancel()
         return await self._group.__aexit__(*exc)
+
+
+def _kept(state: _CallState | None, tool: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """Keep the call's own tool's answer (a read-back's answer is another tool's)."""
+    if state is not None and state.tool == tool:
+        state.upstream = answer
+    return answer
+
+
+def _summary(result: ToolResult) -> dict[str, Any]:
+    """toolspan's result without the data: what ``_meta`` carries beside it."""
+    return {k: v for k, v in result.to_dict().items() if k != "data"}
+
+
+def _passed_through(upstream: dict[str, Any], result: ToolResult) -> dict[str, Any]:
+    """The upstream's ``CallToolResult`` as it came, toolspan's status added to its
+    ``_meta`` under :data:`RESULT_META_KEY` (the upstream's own ``_meta`` kept)."""
+    meta = upstream.get("_meta")
+    merged = {**meta} if isinstance(meta, dict) else {}
+    merged[RESULT_META_KEY] = _summary(result)
+    return {**upstream, "_meta": merged}
 
 
 def _single_text(blocks: Any) -> str | None:

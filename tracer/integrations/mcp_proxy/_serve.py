@@ -25,6 +25,8 @@ def serve(
     host: str,
     port: int,
     trace_file: str | None,
+    allowed_hosts: list[str] | None = None,
+    allowed_origins: list[str] | None = None,
 ) -> int:
     """Serve until the client goes away (stdio) or the process is stopped (HTTP)."""
     telemetry = setup_telemetry("toolspan-mcp-proxy", json_path=trace_file, set_global=False)
@@ -42,14 +44,26 @@ def serve(
 
             from ._http import http_app
 
-            uvicorn.run(http_app(proxy), host=host, port=port, log_level="warning")
+            app = http_app(
+                proxy, allowed_hosts=allowed_hosts or (), allowed_origins=allowed_origins or ()
+            )
+            uvicorn.run(app, host=host, port=port, log_level="warning")
         else:
-            # A client may end the proxy with SIGTERM once it closed its side: keep the spans.
-            signal.signal(signal.SIGTERM, lambda *_: (telemetry.shutdown(), os._exit(0)))
+            # A client may end the proxy with SIGTERM once it closed its side: keep
+            # the spans, and take the server along (it may be in its grace period).
+            signal.signal(signal.SIGTERM, lambda *_: _stop_now(telemetry.shutdown))
             anyio.run(_serve_stdio, proxy, telemetry.force_flush)
     finally:
         telemetry.shutdown()
     return 0
+
+
+def _stop_now(shutdown: Callable[[], object]) -> None:
+    from ._stdio import terminate_servers
+
+    terminate_servers()
+    shutdown()
+    os._exit(0)
 
 
 async def _serve_stdio(proxy: McpProxy, flush: Callable[[], object]) -> None:

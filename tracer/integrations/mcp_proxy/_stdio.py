@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any, cast
 
 import anyio
 import orjson
-from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT, get_default_environment
+from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 from mcp_types import (
@@ -40,6 +41,7 @@ from pydantic import ValidationError
 __all__ = ["parse_line", "server_process", "stdio_streams", "wire_of"]
 
 _LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; large results happen
+_RUNNING: set[int] = set()  # the pids (and process groups) of the servers started
 
 
 @asynccontextmanager
@@ -182,8 +184,10 @@ async def server_process(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """(read, write) streams of :class:`SessionMessage` over a server process's stdout/stdin.
 
-    Started as the SDK's ``stdio_client`` starts it (its default environment, a
-    session of its own, stderr inherited) and stopped as it stops it: stdin
+    Started as the SDK's ``stdio_client`` starts it (a session of its own,
+    stderr inherited), except for the environment: the proxy's own, whole, since
+    what an MCP client's config sets for the server (its API tokens) is set on
+    the proxy once the server is wrapped. Stopped as the SDK stops it: stdin
     closed, a grace period, then the process group terminated.
     """
     process = await asyncio.create_subprocess_exec(
@@ -191,17 +195,30 @@ async def server_process(
         *args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        env=get_default_environment(),
+        env=dict(os.environ),
         cwd=cwd,
         start_new_session=True,
         limit=_LINE_LIMIT,
     )
     assert process.stdin is not None and process.stdout is not None
+    _RUNNING.add(process.pid)
     try:
         yield _Lines(process.stdout), _Writer(process.stdin)
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(process)
+        _RUNNING.discard(process.pid)
+
+
+def terminate_servers() -> None:
+    """Send SIGTERM to every server process still running (their process groups).
+
+    For a proxy told to stop (SIGTERM) while a server is still in its grace
+    period: the server runs in a session of its own, so nothing else would
+    reach it, and it would outlive the proxy."""
+    for pid in list(_RUNNING):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:

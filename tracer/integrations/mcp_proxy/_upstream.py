@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, suppress
@@ -61,7 +62,7 @@ def stdio_upstream(command: str, args: list[str], *, cwd: str | None = None) -> 
     task that needs it; elsewhere through the SDK's ``stdio_client``.
     """
     if sys.platform == "win32":  # pragma: no cover
-        params = StdioServerParameters(command=command, args=args, cwd=cwd)
+        params = StdioServerParameters(command=command, args=args, cwd=cwd, env=dict(os.environ))
         return lambda: stdio_client(params)
     return lambda: server_process(command, args, cwd)
 
