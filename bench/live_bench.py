@@ -26,14 +26,24 @@ With --parts clickhouse (not in the default parts): the load generator again,
 through `toolspan serve --clickhouse` writing every span into an embedded chDB
 table as well; the end is when the analyser and the writer both have them all.
 
+With --parts exporters (not in the default parts): the official OpenTelemetry
+exporters side by side, Node (tests/serve/node_exporter/export.mjs, the JS SDK
+0.223.1 exporters) and Python, over OTLP/gRPC and OTLP/HTTP, each sending the
+same --exporter-spans SDK spans with --exporter-limit exports of 100 spans in
+flight into a serve of its own; spans/s from the first export to the last span
+in tool_calls, and how many times faster the floor is: the load generator on
+as many spans, measured in the same run.
+
 Usage: python bench/live_bench.py [--spans 200000] [--phoenix-spans 5000] [--no-phoenix]
        python bench/live_bench.py --parts refresh [--prefill 300000]
        python bench/live_bench.py --parts generator,clickhouse
+       python bench/live_bench.py --parts exporters [--exporter-spans 40000 --exporter-limit 100]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -155,17 +165,18 @@ def post_all(
 
 class Serve:
     def __init__(self, directory: Path, clickhouse: str | None = None) -> None:
-        self.http_port = free_port()
+        self.http_port, self.grpc_port = free_port(), free_port()
         self.directory = directory
         command = [
             sys.executable, "-m", "toolspan.cli", "serve", "--dir", str(directory),
-            "--http-port", str(self.http_port), "--grpc-port", str(free_port()), "--port", "0",
+            "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--port", "0",
             "--write-tools", "send_email",
         ]  # fmt: skip
         if clickhouse:
             command += ["--clickhouse", clickhouse]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.http_port)
+        wait_port(self.grpc_port)
         self.api = httpx.Client(base_url=f"http://127.0.0.1:{self.http_port}", timeout=60)
 
     @property
@@ -308,6 +319,99 @@ def throughput_sdk(spans: int) -> dict[str, float]:
         finally:
             serve.stop()
     return {"spans": spans, "end_to_end_s": done - started, "spans_per_s": spans / (done - started)}
+
+
+NODE_EXPORTER = ROOT / "tests" / "serve" / "node_exporter"
+EXPORT_BATCH = 100  # spans per export, export.mjs's default
+
+
+def exporters_side_by_side(spans: int, limit: int, protocols: list[str]) -> dict[str, Any]:
+    """The official Node and Python OTLP exporters, the same ``spans`` SDK spans
+    each, ``limit`` exports of 100 spans in flight, each into a serve of its
+    own, per protocol; and the floor: the load generator on as many spans in
+    the same run. spans/s from the first export to the last span in tool_calls."""
+    floor = throughput_generator(spans)
+    rows = []
+    for protocol in protocols:
+        for name, run in (("Node", _node_exporter), ("Python", _python_exporter)):
+            with tempfile.TemporaryDirectory(dir=DATA) as scratch:
+                serve = Serve(Path(scratch) / "spool")
+                try:
+                    started, sent, failed = run(serve, protocol, spans, limit)
+                    done = wait_until(serve.calls, sent)
+                    lost = max(0, sent - serve.calls())
+                finally:
+                    serve.stop()
+            rate = sent / (done - started)
+            rows.append({"protocol": protocol, "exporter": name, "spans_per_s": rate,
+                         "failed": failed, "lost": lost,
+                         "floor_ratio": floor["spans_per_s"] / rate})  # fmt: skip
+    return {"floor": floor, "rows": rows}
+
+
+def _node_exporter(serve: Serve, protocol: str, spans: int, limit: int) -> tuple[float, int, int]:
+    """export.mjs (the JS SDK's spans, made before the timer starts)."""
+    if not (NODE_EXPORTER / "node_modules").is_dir():
+        raise RuntimeError("the Node exporters are not installed: run scripts/install-node-deps.sh")
+    endpoint = f"http://127.0.0.1:{serve.grpc_port}" if protocol == "grpc" else serve.url
+    command = [
+        "node", str(NODE_EXPORTER / "export.mjs"), "--endpoint", endpoint, "--protocol", protocol,
+        "--spans", str(spans), "--concurrency-limit", str(limit), "--batch", str(EXPORT_BATCH),
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    process.stdout.readline()  # {"exporting": ...}: the spans are made
+    started = time.monotonic()
+    result = json.loads(process.stdout.read().strip().splitlines()[-1])
+    if process.wait() != 0:
+        raise RuntimeError(f"export.mjs exited with {process.returncode}")
+    return started, int(result["sent"]), int(result["failed"])
+
+
+def _python_exporter(serve: Serve, protocol: str, spans: int, limit: int) -> tuple[float, int, int]:
+    """The Python SDK's spans (made before the timer starts), exported by
+    ``limit`` threads sharing one exporter, as export.mjs does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+        OTLPSpanExporter as GrpcExporter,
+    )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpExporter,
+    )
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("live-bench")
+    for index in range(spans):
+        tracer.start_span(
+            "execute_tool lookup_order",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup_order",
+                "gen_ai.conversation.id": f"py-{index // 100}",
+                "gen_ai.tool.call.id": f"py-call-{index}",
+                "gen_ai.tool.call.arguments": f'{{"order": {index}}}',
+            },
+        ).end()
+    made = list(memory.get_finished_spans())
+    batches = [made[i : i + EXPORT_BATCH] for i in range(0, len(made), EXPORT_BATCH)]
+    exporter: Any = (
+        GrpcExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True)
+        if protocol == "grpc"
+        else HttpExporter(endpoint=serve.url)
+    )
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=limit) as pool:
+        results = list(pool.map(exporter.export, batches))
+    exporter.shutdown()
+    ok = SpanExportResult.SUCCESS
+    sent = sum(len(b) for b, r in zip(batches, results, strict=True) if r is ok)
+    return started, sent, len(made) - sent
 
 
 def latency(rate: int, seconds: int) -> dict[str, Any]:
@@ -477,6 +581,23 @@ def phoenix(spans: int) -> dict[str, float] | None:
             "spans_per_s": n / (done - started)}  # fmt: skip
 
 
+def _print_exporters(measured: dict[str, Any], limit: int) -> None:
+    floor = measured["floor"]
+    print(
+        f"floor (load generator, this run): {floor['spans']:,} spans end to end at "
+        f"{floor['spans_per_s']:,.0f} spans/s (lost {floor['lost']})",
+        flush=True,
+    )
+    for row in measured["rows"]:
+        name = "OTLP/gRPC" if row["protocol"] == "grpc" else "OTLP/HTTP"
+        print(
+            f"{row['exporter']:<6} exporter, {name}, {limit} exports in flight: "
+            f"{row['spans_per_s']:,.0f} spans/s, floor {row['floor_ratio']:.2f}x faster "
+            f"(export failed for {row['failed']} spans; lost {row['lost']})",
+            flush=True,
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=200_000)
@@ -485,6 +606,15 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--phoenix-spans", type=int, default=5_000)
     parser.add_argument("--no-phoenix", action="store_true")
+    parser.add_argument(
+        "--exporter-spans", type=int, default=40_000, help="with --parts exporters: spans each"
+    )
+    parser.add_argument(
+        "--exporter-limit", type=int, default=100, help="with --parts exporters: exports in flight"
+    )
+    parser.add_argument(
+        "--exporter-protocols", default="grpc,http", help="with --parts exporters: grpc, http"
+    )
     parser.add_argument(
         "--prefill",
         type=int,
@@ -495,7 +625,8 @@ def main() -> int:
         "--parts",
         default="generator,sdk,latency,phoenix",
         help="which measurements, comma-separated: generator, sdk, latency, phoenix "
-        "(the default: all four), refresh, clickhouse (serve --clickhouse)",
+        "(the default: all four), refresh, clickhouse (serve --clickhouse), "
+        "exporters (the official Node and Python exporters against the floor)",
     )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -521,6 +652,13 @@ def main() -> int:
             f"({both['refused']} retry-later answers; lost {both['lost']}; "
             f"{both['clickhouse_rows']:,} rows in ClickHouse; peak RSS {both['rss_mb']:.0f} MB)",
             flush=True,
+        )
+    if "exporters" in parts:
+        _print_exporters(
+            exporters_side_by_side(
+                args.exporter_spans, args.exporter_limit, args.exporter_protocols.split(",")
+            ),
+            args.exporter_limit,
         )
     sdk = throughput_sdk(args.sdk_spans) if "sdk" in parts else None
     if sdk:

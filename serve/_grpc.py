@@ -25,7 +25,9 @@ from ._http import authorised
 from ._otlp import from_message
 from ._spool import Spool
 
-__all__ = ["start_grpc"]
+__all__ = ["MAX_QUEUED_CALLS", "start_grpc"]
+
+MAX_QUEUED_CALLS = 1024
 
 
 class _TraceService(TraceServiceServicer):
@@ -94,8 +96,11 @@ def start_grpc(
             ("grpc.max_receive_message_length", max_body_bytes),
             ("grpc.so_reuseport", 0),
         ],
-        # Past this many calls at once, gRPC itself answers RESOURCE_EXHAUSTED.
-        maximum_concurrent_rpcs=workers * 4,
+        # Calls past the workers wait in the pool's queue rather than being
+        # refused: at 32 (workers * 4) exporters sending 100 at once lost
+        # spans to RESOURCE_EXHAUSTED, which no OTel exporter retries. Past
+        # this bound gRPC still answers RESOURCE_EXHAUSTED (issue 41).
+        maximum_concurrent_rpcs=MAX_QUEUED_CALLS,
     )
     add_TraceServiceServicer_to_server(_TraceService(spool, token), server)  # type: ignore[no-untyped-call]
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -12,6 +12,8 @@ is kept.
 from __future__ import annotations
 
 import base64
+import json
+import re
 import zlib
 from typing import Any, NamedTuple
 
@@ -123,8 +125,9 @@ def _span(span: Any) -> dict[str, Any] | str:
     if len(span.span_id) != 8:
         return f"spanId is not 8 bytes: {len(span.span_id)}"
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
-    if start > _INT64_MAX or end > _INT64_MAX:
-        return "a time is past 2^63-1 nanoseconds"
+    # A fixed64 past 2^63-1 is valid on the wire; keep the span, its time
+    # clamped to the largest the analyzer's BIGINT holds.
+    start, end = min(start, _INT64_MAX), min(end, _INT64_MAX)
     attributes = _attributes(span.attributes)
     if attributes is None:
         return "attributes has a key twice"
@@ -195,8 +198,69 @@ def from_json(body: bytes) -> Converted:
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"invalid JSON: {exc.msg} at character {exc.pos + 1}") from exc
-    return _checked(request)
+        request = _lenient(body, exc)
+    return _checked(_normalised(request))
+
+
+def _lenient(body: bytes, error: orjson.JSONDecodeError) -> Any:
+    """``body`` parsed by the standard library, which (unlike orjson) takes a
+    lone surrogate escape; each becomes U+FFFD, as protobuf and gRPC do, so
+    one odd string costs its characters, not the batch."""
+    try:
+        return _replace_surrogates(json.loads(body))
+    except (ValueError, RecursionError):
+        raise BadRequest(f"invalid JSON: {error.msg} at character {error.pos + 1}") from error
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _normalised(value: Any) -> Any:
+    """The protobuf JSON mapping's other spellings made the ones the analyzer
+    reads: field names in snake_case (``resource_spans``) as lowerCamelCase,
+    a whole-number ``doubleValue`` as a float (so ``2`` stores as protobuf's
+    ``2.0``), times past 2^63-1 (valid fixed64) clamped to it. Attribute keys
+    are values, not field names, so they are never renamed."""
+    if isinstance(value, list):
+        return [_normalised(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _camel(key) if isinstance(key, str) and "_" in key else key
+        if name == "doubleValue" and isinstance(item, int) and not isinstance(item, bool):
+            item = float(item)
+        elif name in ("startTimeUnixNano", "endTimeUnixNano", "timeUnixNano"):
+            item = _clamped_time(item)
+        elif name != "key":
+            item = _normalised(item)
+        out.setdefault(name, item)
+    return out
+
+
+def _clamped_time(value: Any) -> Any:
+    try:
+        number = int(value) if isinstance(value, str | int) else None
+    except ValueError:
+        return value
+    if number is not None and _INT64_MAX < number < 2**64:
+        return str(_INT64_MAX) if isinstance(value, str) else _INT64_MAX
+    return value
 
 
 def _hex_ids(item: dict[str, Any]) -> None:

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 from .._errors import ServeError
-from ..dashboard._env import LIVE_ENV
+from ..dashboard._env import LIVE_ENV, STORE_ENV
 from ._alerts import Alerter
+from ._enforce import DEFAULT_POLICY, Enforcer, read_policy
 from ._follow import Follower
 from ._grpc import start_grpc
 from ._http import make_app
@@ -62,10 +63,25 @@ class Settings:
     # (a clickhouse://, clickhouses:// or chdb: source), into this table.
     clickhouse: str | None = field(default=None, repr=False)  # may hold a password
     clickhouse_table: str = "otel_traces"
+    # Quarantine what live findings name in this shared store (see _enforce).
+    enforce: str | None = field(default=None, repr=False)  # a Redis URL may hold a password
+    enforce_policy: Path | None = None
 
     @property
     def db_path(self) -> Path:
         return self.db if self.db is not None else self.directory / DB_NAME
+
+
+def _enforcer(store: str, policy: Path | None) -> Enforcer:
+    from ..tracer import ToolspanError
+    from ..tracer.store import open_store
+
+    rules = read_policy(policy) if policy is not None else DEFAULT_POLICY
+    try:
+        opened = open_store(store)
+    except ToolspanError as exc:
+        raise ServeError(f"--enforce: {exc}") from exc
+    return Enforcer(opened, rules, log=_stderr)
 
 
 def is_loopback(host: str) -> bool:
@@ -100,6 +116,7 @@ class Server:
         self._dashboard: subprocess.Popen[bytes] | None = None
         self._follower: Follower | None = None
         self.alerter: Alerter | None = None
+        self.enforcer: Enforcer | None = None
         self.clickhouse: ClickHouseWriter | None = None
 
     def __enter__(self) -> Server:
@@ -132,6 +149,9 @@ class Server:
                 s.alert_webhook, kinds=s.alert_on, dashboard_url=self.dashboard_url
             ).start()
             listeners.append(self.alerter.submit)
+        if s.enforce is not None:
+            self.enforcer = _enforcer(s.enforce, s.enforce_policy)
+            listeners.append(self.enforcer.submit)
         self.analyser = LiveAnalyser(
             self.spool,
             s.db_path,
@@ -194,6 +214,8 @@ class Server:
         port = self.settings.dashboard_port
         # The dashboard has no login of its own: it stays on loopback.
         env = {**os.environ, LIVE_ENV: str(snapshots.resolve())}
+        if self.settings.enforce is not None:  # its Quarantines page lists and lifts them
+            env[STORE_ENV] = self.settings.enforce
         self._dashboard = subprocess.Popen(_launch.streamlit_command("127.0.0.1", port), env=env)
         if not _launch._wait_ready(self._dashboard, "127.0.0.1", port):
             raise ServeError(f"the dashboard did not start on 127.0.0.1:{port}")
@@ -226,6 +248,9 @@ class Server:
         if self.alerter is not None:
             self.alerter.stop()
             self.alerter = None
+        if self.enforcer is not None:  # after the analyser: its last findings are enforced
+            self.enforcer.store.close()
+            self.enforcer = None
 
     def describe(self) -> str:
         """What listens where, for the start-up message."""
@@ -243,6 +268,9 @@ class Server:
             lines.append(f"following  {s.follow}")
         if self.clickhouse is not None:
             lines.append(f"clickhouse {self.clickhouse.display()}")
+        if self.enforcer is not None:
+            kinds = ", ".join(sorted(self.enforcer.policy))
+            lines.append(f"enforcing  {kinds}: quarantines in the --enforce store")
         lines.append(f"agents     OTEL_EXPORTER_OTLP_ENDPOINT=http://{shown}:{s.http_port}")
         return "\n".join(lines)
 

@@ -76,6 +76,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --clickhouse: the table, [database.]name (default otel_traces; "
         "created if missing)",
     )
+    parser.add_argument(
+        "--enforce",
+        metavar="STORE",
+        help="quarantine what live findings name, in the store the executors share "
+        "(redis://host:6379/0 or a SQLite file): they refuse those calls with quarantined",
+    )
+    parser.add_argument(
+        "--enforce-policy",
+        type=Path,
+        metavar="FILE",
+        help="with --enforce: a TOML file, one table per finding kind with scope "
+        "(conversation_tool, conversation, tool) and ttl_s "
+        "(default: loop and duplicate_write stop the tool in the conversation for 3600 s)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -102,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
         write_tools=tuple(_split(args.write_tools)),
         clickhouse=args.clickhouse,
         clickhouse_table=args.clickhouse_table,
+        enforce=args.enforce,
+        enforce_policy=args.enforce_policy,
     )
     stop = threading.Event()
     _on_signals(stop)
