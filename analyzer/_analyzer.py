@@ -35,7 +35,7 @@ Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 # DuckDB's own default is 80% of the machine's RAM; past this budget its
 # operators (joins, sorts, aggregates, the in-memory database itself) spill to
 # the temp directory instead, so memory is bounded by the setting, not the input.
@@ -224,6 +224,7 @@ class Analyzer:
         self._run_script("views")
         self._run_script("findings")
         self._execute(_statement("derive", "side_effect_macro"))
+        self._execute(_statement("derive", "recorded_macro"))
         self._execute(_statement("derive", "remember_old_pending"))
         self._execute(_statement("schema_check", "write_schema_version"), [SCHEMA_VERSION])
 

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from .._extras import install_hint
 from .._sql import Statements, load_statements
 from ._errors import DatabaseError, QueryError
 from ._model import (
@@ -101,6 +102,15 @@ _ATTRIBUTE_CALL = re.compile(r"toolspan_(attr|has)\((\w+), '([^'\\]*)'\)")
 # "map" (traces_table.sql, Map(LowCardinality(String), String), every value
 # already text) and "json" (traces_json_table.sql, a JSON column of typed values).
 LAYOUTS = ("map", "json")
+# Per event of a span, its exception.type when it is an exception event
+# ('exception' when it names none), '' otherwise: the Events column's
+# attributes are a Map of text, or JSON (a dotted key is a path there).
+_EXCEPTION_TYPES = {
+    "map": "arrayMap((n, a) -> if(n = 'exception', if(a['exception.type'] <> '', "
+    "a['exception.type'], 'exception'), ''), Events.Name, Events.Attributes)",
+    "json": "arrayMap((n, a) -> if(n = 'exception', coalesce(nullIf(CAST(a.exception.type, "
+    "'Nullable(String)'), ''), 'exception'), ''), Events.Name, Events.Attributes)",
+}
 # How deep canonical JSON sorts keys; deeper values compare as written.
 CANONICAL_DEPTH = 6
 
@@ -617,6 +627,7 @@ class ClickHouseAnalyzer:
         sql = expand_attributes(sql, self.layout)
         return Template(sql).substitute(
             source=source,
+            exception_types=_EXCEPTION_TYPES[self.layout],
             range=self._range_sql() if range_sql is None else range_sql,
             write_tools=write_tools,
             min_repeats=min_repeats,
@@ -835,7 +846,7 @@ def _connect(source: ClickHouseSource, *, database: str | None = None) -> Any:
     except ImportError:
         raise DatabaseError(
             "ClickHouse sources need clickhouse-connect (and chdb for chdb: sources): "
-            "pip install 'toolspan[clickhouse]'"
+            + install_hint("clickhouse")
         ) from None
     try:
         if source.kind == "chdb":

@@ -117,7 +117,9 @@ _STAGING_COLUMNS = (
     "Timestamp DateTime64(9), TraceId String, SpanId String, ParentSpanId String,"
     " TraceState String, SpanName String, SpanKind String, ServiceName String,"
     " ResourceAttributes String, ScopeName String, ScopeVersion String,"
-    " SpanAttributes String, Duration UInt64, StatusCode String, StatusMessage String"
+    " SpanAttributes String, Duration UInt64, StatusCode String, StatusMessage String,"
+    " `Events.Timestamp` Array(DateTime64(9)), `Events.Name` Array(String),"
+    " `Events.Attributes` Array(String)"
 )
 _DDL = {"map": TRACES_DDL, "json": TRACES_JSON_DDL}
 
@@ -137,6 +139,11 @@ COLUMNS = (
     "Duration",
     "StatusCode",
     "StatusMessage",
+    # The span's events, as the exporter's Nested Events column: the analyzer
+    # reads the exception events' exception.type (a failure's type).
+    "Events.Timestamp",
+    "Events.Name",
+    "Events.Attributes",
 )
 
 # ptrace.SpanKind.String() and ptrace.StatusCode.String().
@@ -274,7 +281,18 @@ def rows_from_request(request: dict[str, Any], layout: str = "map") -> Iterator[
                     end - start,
                     _enum(status.get("code", 0), _STATUSES, "STATUS_CODE_"),
                     status.get("message") or "",
+                    *_events(span.get("events") or [], layout),
                 ]
+
+
+def _events(events: list[Any], layout: str) -> list[list[Any]]:
+    """The Nested Events column's three arrays (timestamps, names, attributes)."""
+    events = [e for e in events if isinstance(e, dict)]
+    return [
+        [_timestamp(int(e.get("timeUnixNano") or 0)) for e in events],
+        [str(e.get("name") or "") for e in events],
+        [_attributes(e.get("attributes") or [], layout) for e in events],
+    ]
 
 
 def _timestamp(ns: int) -> int:

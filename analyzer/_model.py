@@ -20,6 +20,7 @@ FINDING_KINDS = (
     "duplicate_write",
     "idempotency_conflict",
     "unsafe_retry",
+    "unverified_keyed_retry",
     "key_churn",
     "write_after_unknown",
     "retried_permanent",

@@ -154,6 +154,9 @@ def finding_why(finding: Finding) -> str:
         return f"key used with {len(detail.get('args_fingerprints') or [])} argument sets"
     if finding.kind == "unsafe_retry":
         return f"unkeyed write attempted {finding.count}x: {detail.get('attempt_outcomes')}"
+    if finding.kind == "unverified_keyed_retry":
+        outcomes = detail.get("attempt_outcomes")
+        return f"keyed write ran again after an unknown outcome, unchecked: {outcomes}"
     if finding.kind == "key_churn":
         return f"same write under {len(detail.get('keys') or [])} different keys"
     if finding.kind == "write_after_unknown":

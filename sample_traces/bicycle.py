@@ -195,6 +195,7 @@ def _tools(service: DockService) -> list[Tool]:
             service.hold_bicycle,
             side_effect="write",
             idempotent=True,  # hold_bicycle sends its idempotency_key parameter
+            keys_honoured=True,  # the dock service dedupes holds by key (_commit)
             parameters=HOLD_SCHEMA,
             schema_version="2026-01",
         ),

@@ -62,6 +62,9 @@ def generate(out: Path, *, also_to: SpanExporter | None = None) -> int:
                 f"call_{n:03d}",
                 {"order_id": f"B-{2000 + n}"},
                 conversation_id=f"conv-outage-{n % _CONVERSATIONS}",
+                # Every attempt traceable by the request it served (the contract's ids).
+                request_id=f"req-outage-{n:03d}",
+                turn_id=f"turn-outage-{n:03d}-1",
             )
         )
         n += 1

@@ -23,10 +23,11 @@ SELECT
         a_attempt IS NOT NULL, 'attempt',
         scope_name = 'toolspan' OR a_status IS NOT NULL, 'toolspan',
         a_oi_kind = 'TOOL', 'openinference',
+        name = 'ai.toolCall', 'vercel',
         'genai') AS source,
-    coalesce(a_tool_name, a_oi_tool_name, nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), '')) AS tool,
-    coalesce(a_call_id, a_oi_call_id) AS call_id,
-    coalesce(a_conversation, a_session) AS conversation_attr,
+    coalesce(a_tool_name, a_oi_tool_name, a_vercel_tool_name, nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), '')) AS tool,
+    coalesce(a_call_id, a_oi_call_id, a_vercel_call_id) AS call_id,
+    coalesce(a_conversation, a_session, a_vercel_session) AS conversation_attr,
     a_request_id AS request_id,
     a_turn_id AS turn_id,
     a_side_effect AS side_effect_attr,
@@ -37,7 +38,12 @@ SELECT
     a_result_hash AS result_hash,
     fingerprints[2] AS result_fingerprint,
     a_status AS status_attr,
-    coalesce(a_error_code, a_error_type) AS error_code,
+    -- Failures as derive.sql reads them: toolspan's code, error.type, else the
+    -- exception event's type or a LangChain ToolMessage with status "error".
+    coalesce(
+        a_error_code, a_error_type,
+        if(a_status IS NULL AND scope_name <> 'toolspan',
+           coalesce(exception_type, if(result_failed, 'tool_error', NULL)), NULL)) AS error_code,
     accurateCastOrNull(a_retryable, 'Bool') AS retryable,
     toInt64OrNull(a_attempts) AS attempts_attr,
     toFloat64OrNull(a_total_wait_s) AS total_wait_s,
@@ -47,6 +53,7 @@ SELECT
     a_outcome AS outcome,
     a_read_back AS read_back,
     a_resource_key AS resource_key,
+    a_keys_honoured AS keys_honoured,
     toFloat64OrNull(a_delay_s) AS delay_s,
     toFloat64OrNull(a_elapsed_wait_s) AS elapsed_wait_s,
     a_error_type AS error_type,
@@ -75,6 +82,9 @@ FROM (
         toValidUTF8(toolspan_attr(SpanAttributes, 'tool.name')) AS a_oi_tool_name,
         toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.id')) AS a_call_id,
         toValidUTF8(toolspan_attr(SpanAttributes, 'tool_call.id')) AS a_oi_call_id,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.name')) AS a_vercel_tool_name,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.id')) AS a_vercel_call_id,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'ai.telemetry.metadata.sessionId')) AS a_vercel_session,
         toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.conversation.id')) AS a_conversation,
         toValidUTF8(toolspan_attr(SpanAttributes, 'session.id')) AS a_session,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.request.id')) AS a_request_id,
@@ -83,12 +93,33 @@ FROM (
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.key')) AS a_key,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.replayed')) AS a_replayed,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.args.hash')) AS a_args_hash,
+        -- NULL when not recorded: empty, or OpenInference's placeholder with
+        -- content capture off (derive.sql, toolspan_recorded).
+        if(trimBoth(ifNull(arguments_raw, '')) IN ('', '__REDACTED__'), NULL, arguments_raw) AS arguments_text,
+        if(trimBoth(ifNull(result_raw, '')) IN ('', '__REDACTED__'), NULL, result_raw) AS result_text,
         coalesce(
             toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.arguments')),
-            toValidUTF8(toolspan_attr(SpanAttributes, 'input.value'))) AS arguments_text,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'input.value')),
+            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.args'))) AS arguments_raw,
         coalesce(
             toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.result')),
-            toValidUTF8(toolspan_attr(SpanAttributes, 'output.value'))) AS result_text,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'output.value')),
+            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.result'))) AS result_raw,
+        -- A LangChain ToolMessage as the result, its failure, and what the
+        -- fingerprints read (derive.sql, tool_span).
+        multiIf(
+            JSONHas(result_text, 'output', 'lc'), JSONExtractRaw(result_text, 'output', 'kwargs'),
+            JSONHas(result_text, 'lc'), JSONExtractRaw(result_text, 'kwargs'),
+            JSONExtractString(result_text, 'type') = 'tool' AND JSONHas(result_text, 'data', 'tool_call_id'),
+                JSONExtractRaw(result_text, 'data'),
+            NULL) AS result_message,
+        JSONExtractString(result_message, 'status') = 'error' AS result_failed,
+        if(JSONHas(result_message, 'content'), JSONExtractRaw(result_message, 'content'), result_text) AS result_value,
+        if(JSONHas(arguments_text, 'inputs')
+               AND (JSONHas(arguments_text, 'metadata') OR JSONHas(arguments_text, 'tags')),
+           JSONExtractRaw(arguments_text, 'inputs'), arguments_text) AS arguments_value,
+        -- The first exception event's exception.type ('exception' when it names none).
+        toValidUTF8(nullIf(arrayFirst(t -> t <> '', $exception_types), '')) AS exception_type,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.result.hash')) AS a_result_hash,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.error_code')) AS a_error_code,
         toValidUTF8(toolspan_attr(SpanAttributes, 'error.type')) AS a_error_type,
@@ -100,6 +131,7 @@ FROM (
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempt.outcome')) AS a_outcome,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.read_back')) AS a_read_back,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.resource.key')) AS a_resource_key,
+        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.tool.keys_honoured')) AS a_keys_honoured,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.delay_s')) AS a_delay_s,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.elapsed_wait_s')) AS a_elapsed_wait_s,
         toValidUTF8(toolspan_attr(SpanAttributes, 'http.response.status_code')) AS a_http_status,
@@ -108,14 +140,16 @@ FROM (
         -- each only where no hash is given (NULL skips it): a result captured
         -- beside its hash was 1.3 s of 1.9 s on 1M spans.
         arrayMap(text -> lower(hex(SHA256(toolspan_canonical_json(text)))),
-                 [if(a_args_hash IS NULL, arguments_text, NULL),
-                  if(a_result_hash IS NULL, result_text, NULL)]) AS fingerprints
+                 [if(a_args_hash IS NULL, arguments_value, NULL),
+                  if(a_result_hash IS NULL, result_value, NULL)]) AS fingerprints
     FROM $source
     WHERE $range
       AND (toolspan_has(SpanAttributes, 'toolspan.attempt')
            OR toolspan_attr(SpanAttributes, 'gen_ai.operation.name') = 'execute_tool'
            OR startsWith(SpanName, 'execute_tool')
-           OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL')
+           OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'
+           -- Vercel AI SDK <= 6 (experimental_telemetry).
+           OR SpanName = 'ai.toolCall')
     LIMIT 1 BY TraceId, SpanId
 )
 
@@ -124,10 +158,12 @@ FROM (
 -- tool spans that do not carry one themselves. Only traces with tool spans.
 SELECT TraceId AS trace_id, toValidUTF8(min(coalesce(
         toolspan_attr(SpanAttributes, 'gen_ai.conversation.id'),
-        toolspan_attr(SpanAttributes, 'session.id'), ''))) AS conversation_id
+        toolspan_attr(SpanAttributes, 'session.id'),
+        toolspan_attr(SpanAttributes, 'ai.telemetry.metadata.sessionId'), ''))) AS conversation_id
 FROM $source
 WHERE $range
-  AND (toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(SpanAttributes, 'session.id'))
+  AND (toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(SpanAttributes, 'session.id')
+       OR toolspan_has(SpanAttributes, 'ai.telemetry.metadata.sessionId'))
   AND TraceId IN (SELECT trace_id FROM _toolspan_tool_spans)
 GROUP BY trace_id
 
@@ -188,13 +224,14 @@ call AS (
         c.retry_initiator AS retry_initiator, c.start_time AS start_time, c.end_time AS end_time,
         c.duration_ms AS duration_ms, c.source AS source,
         c.read_back AS read_back, c.resource_key AS resource_key,
+        c.keys_honoured AS keys_honoured,
         coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
         multiIf(
             c.tool IS NOT NULL AND arrayExists(pattern -> match(assumeNotNull(c.tool), pattern), $write_tools), 'write',
             c.side_effect_attr IS NOT NULL OR c.source = 'toolspan', c.side_effect_attr,
             notEmpty($write_tools), 'none',
             NULL) AS side_effect,
-        coalesce(c.status_attr, if(c.status_code = 'ERROR', 'error', 'succeeded')) AS status,
+        coalesce(c.status_attr, if(c.status_code = 'ERROR' OR c.error_code IS NOT NULL, 'error', 'succeeded')) AS status,
         coalesce(c.attempts_attr, ac.attempts, if(c.source = 'toolspan', 0, 1)) AS attempts
     FROM _toolspan_tool_spans AS c
     -- ANY: one row per key on the right (grouped by it), which ClickHouse then
@@ -214,7 +251,7 @@ SELECT
        coalesce(error_code, status_code)) AS answer,
     coalesce(result_hash, result_fingerprint) AS result_hash,
     status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
-    start_time, end_time, duration_ms, source, read_back, resource_key
+    start_time, end_time, duration_ms, source, read_back, resource_key, keys_honoured
 FROM call
 
 -- name: attempt_rows

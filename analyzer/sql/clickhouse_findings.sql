@@ -11,9 +11,11 @@ WITH
 -- loop: >= min_repeats logical calls in one conversation with the same tool,
 -- the same arguments and the same answer. Attempts inside a call are not calls.
 -- Groups are counted first, and only the repeated ones collect their lists.
+-- A call whose arguments were not recorded repeats nothing (findings.sql).
 repeated_key AS (
     SELECT conversation_id, tool, args_fingerprint, answer
     FROM tool_calls
+    WHERE args_fingerprint IS NOT NULL
     GROUP BY conversation_id, tool, args_fingerprint, answer
     HAVING count() >= $min_repeats
 ),
@@ -66,6 +68,8 @@ succeeded_write AS (
         if(idempotency_key IS NULL, args_fingerprint, NULL) AS action_args
     FROM tool_calls
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
+      -- Without a key, the action is its arguments: unrecorded ones name none.
+      AND (idempotency_key IS NOT NULL OR args_fingerprint IS NOT NULL)
 ),
 duplicate_key AS (
     SELECT conversation_id, idempotency_key, action_tool, action_args
@@ -178,6 +182,56 @@ unsafe_retry AS (
     WHERE c.side_effect = 'write' AND c.idempotency_key IS NULL AND c.attempts > 1
       AND arrayExists(x -> x.1 < c.attempts AND coalesce(x.2, '') <> 'absent', a.read_backs)
 ),
+-- unverified_keyed_retry: a keyed write ran again after a failure that left its
+-- outcome unknown with nothing but the service's honouring of the key to stop a
+-- second effect (findings.sql has the rule): an attempt after an ambiguous one
+-- with no read-back (or a failed one) after it, or a run on a key whose earlier
+-- run ended unknown (read_back = 'required'), on a tool not declared
+-- keys_honoured=True.
+keyed_write AS (
+    SELECT trace_id, span_id
+    FROM tool_calls
+    WHERE side_effect = 'write' AND idempotency_key IS NOT NULL AND NOT replayed
+      AND coalesce(keys_honoured, '') <> 'true' AND attempts >= 1
+),
+keyed_attempts AS (
+    SELECT
+        trace_id, call_span_id,
+        arrayMap(x -> x.2, arraySort(groupArray((attempt, outcome)))) AS outcomes,
+        groupArray((attempt, outcome, read_back)) AS tried
+    FROM _toolspan_attempt_rows
+    WHERE (trace_id, call_span_id) IN (SELECT trace_id, span_id FROM keyed_write)
+    GROUP BY trace_id, call_span_id
+),
+unverified_keyed_retry AS (
+    SELECT
+        'unverified_keyed_retry' AS kind, c.conversation_id AS conversation_id, c.tool AS tool,
+        c.idempotency_key AS idempotency_key,
+        toUInt64(c.attempts) AS count,
+        [c.span_id] AS span_ids, [c.trace_id] AS trace_ids,
+        c.start_time AS first_seen, c.end_time AS last_seen,
+        toJSONString(CAST(
+            (c.call_id, c.status, c.keys_honoured, a.outcomes,
+             format(
+                 '{} ran again under idempotency key {} after a failure that may have committed '
+                 || 'it, and nothing checked the effect: if the service ignores the key, the write '
+                 || 'ran twice. Give the tool a read_back, or check that the service honours keys '
+                 || '(toolspan.tracer.testing.check_keys_honoured) and declare keys_honoured=True.',
+                 coalesce(c.tool, '?'), assumeNotNull(c.idempotency_key))),
+            'Tuple(call_id Nullable(String), status String, keys_honoured Nullable(String),
+                   attempt_outcomes Array(Nullable(String)), explanation String)')) AS detail
+    FROM tool_calls AS c
+    LEFT JOIN keyed_attempts AS a ON a.trace_id = c.trace_id AND a.call_span_id = c.span_id
+    WHERE c.side_effect = 'write' AND c.idempotency_key IS NOT NULL AND NOT c.replayed
+      AND coalesce(c.keys_honoured, '') <> 'true' AND c.attempts >= 1
+      AND (c.read_back = 'required'
+           OR arrayExists(
+               x -> x.1 < c.attempts
+                    AND x.2 IN ('timeout', 'connection_error', 'http_500', 'http_502',
+                                'http_503', 'http_504')
+                    AND coalesce(x.3, 'failed') = 'failed',
+               a.tried))
+),
 -- key_churn: the same write (one conversation, one request, same tool and
 -- arguments) succeeded under two or more different idempotency keys: a key
 -- minted per attempt, which no store can dedupe. Groups with two keys are
@@ -219,7 +273,12 @@ unknown_write AS (
     SELECT trace_id, span_id, conversation_id, tool, args_fingerprint, idempotency_key,
            error_code, arguments, start_time, end_time
     FROM tool_calls
-    WHERE side_effect = 'write' AND error_code IN ('unknown_outcome', 'timeout', 'connection_error')
+    WHERE side_effect = 'write' AND args_fingerprint IS NOT NULL
+      -- findings.sql, toolspan_unknown_outcome.
+      AND (error_code IN ('unknown_outcome', 'timeout', 'connection_error')
+           OR (source <> 'toolspan'
+               AND match(error_code, '(?i)time[_ .-]?out|timed[_ .-]?out|connection')
+               AND NOT match(error_code, '(?i)refused')))
 ),
 unread_repeat AS (
     SELECT
@@ -231,7 +290,7 @@ unread_repeat AS (
     JOIN unknown_write AS u
         ON r.conversation_id = u.conversation_id
        AND isNotDistinctFrom(r.tool, u.tool)
-       AND isNotDistinctFrom(r.args_fingerprint, u.args_fingerprint)
+       AND r.args_fingerprint = u.args_fingerprint
     WHERE r.start_time >= u.end_time
       AND r.attempts >= 1 AND NOT r.replayed AND r.read_back IS NULL
       AND NOT (r.trace_id = u.trace_id AND r.span_id = u.span_id)
@@ -359,6 +418,7 @@ SELECT * FROM (
     UNION ALL SELECT * FROM duplicate_write
     UNION ALL SELECT * FROM idempotency_conflict
     UNION ALL SELECT * FROM unsafe_retry
+    UNION ALL SELECT * FROM unverified_keyed_retry
     UNION ALL SELECT * FROM key_churn
     UNION ALL SELECT * FROM write_after_unknown
     UNION ALL SELECT * FROM retried_permanent

@@ -9,9 +9,11 @@ SELECT
     coalesce(round(sum(wait_s), 3), 0) AS scheduled_wait_s,
     countIf(status = 'attempt_limit') AS stopped_by_attempt_limit,
     countIf(status = 'wait_budget') AS stopped_by_wait_budget,
-    uniqExact(conversation_id) AS conversations
+    uniqExact(conversation_id) AS conversations,
+    countIf(args_fingerprint IS NULL) AS unverifiable
 -- Renamed first: ClickHouse aliases are visible everywhere in the SELECT.
-FROM (SELECT attempts AS call_attempts, total_wait_s AS wait_s, status, conversation_id FROM tool_calls)
+FROM (SELECT attempts AS call_attempts, total_wait_s AS wait_s, status, conversation_id, args_fingerprint
+      FROM tool_calls)
 
 -- name: statuses_by_tool
 SELECT coalesce(tool, '?') AS tool, status, count() AS calls

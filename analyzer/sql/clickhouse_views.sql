@@ -48,10 +48,12 @@ INSERT INTO $db._toolspan_conversation_rows $conversations
 -- clickhouse_derive.sql's trace_conversations does.
 SELECT TraceId AS trace_id, coalesce(
         toolspan_attr(SpanAttributes, 'gen_ai.conversation.id'),
-        toolspan_attr(SpanAttributes, 'session.id'), '') AS conversation_id,
+        toolspan_attr(SpanAttributes, 'session.id'),
+        toolspan_attr(SpanAttributes, 'ai.telemetry.metadata.sessionId'), '') AS conversation_id,
         Timestamp
 FROM $source
 WHERE toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(SpanAttributes, 'session.id')
+   OR toolspan_has(SpanAttributes, 'ai.telemetry.metadata.sessionId')
 
 -- name: tool_spans_view
 -- FINAL: the table's own deduplication (by its sorting key, trace and span

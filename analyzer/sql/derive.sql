@@ -15,6 +15,13 @@ CREATE OR REPLACE MACRO toolspan_side_effect(tool_name, declared, span_source) A
         WHEN EXISTS (SELECT 1 FROM write_tools) THEN 'none'
     END;
 
+-- name: recorded_macro
+-- A text the instrumentation recorded, NULL when it did not: empty, or
+-- OpenInference's placeholder with content capture off. Two calls whose
+-- arguments were not recorded must never look alike (findings.sql).
+CREATE OR REPLACE MACRO toolspan_recorded(text) AS
+    CASE WHEN trim(text) NOT IN ('', '__REDACTED__') THEN text END;
+
 -- name: refresh_scope
 -- Where the pending spans start in span_rows, and whether a pending trace had
 -- spans stored before (schema.sql, pending_batches); without a row, every span.
@@ -46,6 +53,11 @@ SELECT DISTINCT trace_id FROM pending_traces;
 CREATE OR REPLACE TEMP TABLE attribute_positions AS
 SELECT
     shape AS attribute_shape,
+    list_position(keys, 'ai.telemetry.metadata.sessionId') AS "ai.telemetry.metadata.sessionId",
+    list_position(keys, 'ai.toolCall.args') AS "ai.toolCall.args",
+    list_position(keys, 'ai.toolCall.id') AS "ai.toolCall.id",
+    list_position(keys, 'ai.toolCall.name') AS "ai.toolCall.name",
+    list_position(keys, 'ai.toolCall.result') AS "ai.toolCall.result",
     list_position(keys, 'error.type') AS "error.type",
     list_position(keys, 'gen_ai.conversation.id') AS "gen_ai.conversation.id",
     list_position(keys, 'gen_ai.operation.name') AS "gen_ai.operation.name",
@@ -79,7 +91,8 @@ SELECT
     list_position(keys, 'toolspan.side_effect') AS "toolspan.side_effect",
     list_position(keys, 'toolspan.status') AS "toolspan.status",
     list_position(keys, 'toolspan.total_wait_s') AS "toolspan.total_wait_s",
-    list_position(keys, 'toolspan.turn.id') AS "toolspan.turn.id"
+    list_position(keys, 'toolspan.turn.id') AS "toolspan.turn.id",
+    list_position(keys, 'toolspan.tool.keys_honoured') AS "toolspan.tool.keys_honoured"
 FROM attribute_shapes;
 
 -- name: extract_tool_spans
@@ -103,13 +116,48 @@ WITH tool_span_list AS (
         attribute_vals["toolspan.attempt"] IS NOT NULL
         OR attribute_vals["gen_ai.operation.name"] = 'execute_tool'
         OR starts_with(name, 'execute_tool')
-        OR attribute_vals["openinference.span.kind"] = 'TOOL')
+        OR attribute_vals["openinference.span.kind"] = 'TOOL'
+        -- Vercel AI SDK <= 6 (experimental_telemetry).
+        OR name = 'ai.toolCall')
 ),
 tool_span AS (
     SELECT
         *,
-        coalesce(attribute_vals["gen_ai.tool.call.arguments"], attribute_vals["input.value"]) AS arguments_text,
-        coalesce(attribute_vals["gen_ai.tool.call.result"], attribute_vals["output.value"]) AS result_text
+        toolspan_recorded(coalesce(
+            attribute_vals["gen_ai.tool.call.arguments"], attribute_vals["input.value"],
+            attribute_vals["ai.toolCall.args"])) AS arguments_text,
+        toolspan_recorded(coalesce(
+            attribute_vals["gen_ai.tool.call.result"], attribute_vals["output.value"],
+            attribute_vals["ai.toolCall.result"])) AS result_text,
+        -- The fields of a LangChain ToolMessage as the result: OpenInference's
+        -- output.value (message_to_dict: {"type": "tool", "data": {...}}),
+        -- a serialized one ({"lc": 1, ..., "kwargs": {...}}), or one under
+        -- "output" in OpenLLMetry's callback envelope.
+        CASE WHEN json_valid(result_text) THEN
+            CASE
+                WHEN json_extract_string(result_text, '$.output.lc') IS NOT NULL
+                    THEN json_extract(result_text, '$.output.kwargs')
+                WHEN json_extract_string(result_text, '$.lc') IS NOT NULL
+                    THEN json_extract(result_text, '$.kwargs')
+                WHEN json_extract_string(result_text, '$.type') = 'tool'
+                    AND json_exists(result_text, '$.data.tool_call_id')
+                    THEN json_extract(result_text, '$.data')
+            END
+        END AS result_message,
+        -- A failure other instrumentations show only in the result: the
+        -- ToolMessage's status "error" (a handled ToolException, span status OK).
+        json_extract_string(result_message, '$.status') = 'error' AS result_failed,
+        -- What the fingerprints read: the ToolMessage's content (its
+        -- tool_call_id differs on every call), and OpenLLMetry's callback
+        -- envelope's inputs (its graph step, checkpoint and call id differ too).
+        coalesce(json_extract(result_message, '$.content')::VARCHAR, result_text) AS result_value,
+        CASE
+            WHEN json_valid(arguments_text)
+                AND json_exists(arguments_text, '$.inputs')
+                AND (json_exists(arguments_text, '$.metadata') OR json_exists(arguments_text, '$.tags'))
+                THEN json_extract(arguments_text, '$.inputs')::VARCHAR
+            ELSE arguments_text
+        END AS arguments_value
     FROM tool_span_list
 )
 SELECT
@@ -120,15 +168,21 @@ SELECT
         WHEN attribute_vals["toolspan.attempt"] IS NOT NULL THEN 'attempt'
         WHEN scope_name = 'toolspan' OR attribute_vals["toolspan.status"] IS NOT NULL THEN 'toolspan'
         WHEN attribute_vals["openinference.span.kind"] = 'TOOL' THEN 'openinference'
+        WHEN name = 'ai.toolCall' THEN 'vercel'
         ELSE 'genai'
     END AS source,
     coalesce(
         attribute_vals["gen_ai.tool.name"],
         attribute_vals["tool.name"],
+        attribute_vals["ai.toolCall.name"],
         nullif(trim(regexp_replace(name, '^execute_tool', '')), '')
     ) AS tool,
-    coalesce(attribute_vals["gen_ai.tool.call.id"], attribute_vals["tool_call.id"]) AS call_id,
-    coalesce(attribute_vals["gen_ai.conversation.id"], attribute_vals["session.id"]) AS conversation_attr,
+    coalesce(
+        attribute_vals["gen_ai.tool.call.id"], attribute_vals["tool_call.id"],
+        attribute_vals["ai.toolCall.id"]) AS call_id,
+    coalesce(
+        attribute_vals["gen_ai.conversation.id"], attribute_vals["session.id"],
+        attribute_vals["ai.telemetry.metadata.sessionId"]) AS conversation_attr,
     attribute_vals["toolspan.request.id"] AS request_id,
     attribute_vals["toolspan.turn.id"] AS turn_id,
     attribute_vals["toolspan.side_effect"] AS side_effect_attr,
@@ -138,11 +192,19 @@ SELECT
     -- fingerprint_tool_spans.
     attribute_vals["toolspan.args.hash"] AS args_fingerprint,
     arguments_text AS arguments,
+    arguments_value,
     attribute_vals["toolspan.result.hash"] AS result_hash,
-    result_text,
+    result_value AS result_text,
     NULL::VARCHAR AS result_fingerprint,
     attribute_vals["toolspan.status"] AS status_attr,
-    coalesce(attribute_vals["toolspan.error_code"], attribute_vals["error.type"]) AS error_code,
+    -- Failures: toolspan's code, error.type, else (no foreign stack sets
+    -- error.type) the exception event's type or the result's shape.
+    coalesce(
+        attribute_vals["toolspan.error_code"],
+        attribute_vals["error.type"],
+        CASE WHEN attribute_vals["toolspan.status"] IS NULL AND scope_name IS DISTINCT FROM 'toolspan' THEN
+            coalesce(exception_type, CASE WHEN result_failed THEN 'tool_error' END)
+        END) AS error_code,
     TRY_CAST(attribute_vals["toolspan.retryable"] AS BOOLEAN) AS retryable,
     TRY_CAST(attribute_vals["toolspan.attempts"] AS BIGINT) AS attempts_attr,
     TRY_CAST(attribute_vals["toolspan.total_wait_s"] AS DOUBLE) AS total_wait_s,
@@ -152,6 +214,7 @@ SELECT
     attribute_vals["toolspan.attempt.outcome"] AS outcome,
     attribute_vals["toolspan.read_back"] AS read_back,
     attribute_vals["toolspan.resource.key"] AS resource_key,
+    attribute_vals["toolspan.tool.keys_honoured"] AS keys_honoured,
     TRY_CAST(attribute_vals["toolspan.retry.delay_s"] AS DOUBLE) AS delay_s,
     TRY_CAST(attribute_vals["toolspan.retry.elapsed_wait_s"] AS DOUBLE) AS elapsed_wait_s,
     attribute_vals["error.type"] AS error_type,
@@ -174,9 +237,9 @@ FROM tool_span;
 -- are), and how many there are in all.
 SELECT
     count(*) FILTER (
-        WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL)
+        WHERE (args_fingerprint IS NULL AND arguments_value IS NOT NULL)
            OR (result_text IS NOT NULL AND result_hash IS NULL)),
-    count(*) FILTER (WHERE source IN ('genai', 'openinference')),
+    count(*) FILTER (WHERE source IN ('genai', 'openinference', 'vercel')),
     count(*)
 FROM touched_tool_spans;
 
@@ -184,10 +247,10 @@ FROM touched_tool_spans;
 -- A result's fingerprint only where no hash is given: nothing reads it then
 -- (tool_calls takes coalesce(result_hash, result_fingerprint)).
 UPDATE touched_tool_spans
-SET args_fingerprint = coalesce(args_fingerprint, sha256(toolspan_canonical_json(arguments))),
+SET args_fingerprint = coalesce(args_fingerprint, sha256(toolspan_canonical_json(arguments_value))),
     result_fingerprint = CASE WHEN result_hash IS NULL
                               THEN sha256(toolspan_canonical_json(result_text)) END
-WHERE (args_fingerprint IS NULL AND arguments IS NOT NULL)
+WHERE (args_fingerprint IS NULL AND arguments_value IS NOT NULL)
    OR (result_text IS NOT NULL AND result_hash IS NULL);
 
 -- name: scope_old_conversations
@@ -235,7 +298,9 @@ WITH conversation_span AS (
         trace_id,
         coalesce(
             attribute_vals["gen_ai.conversation.id"],
-            attribute_vals["session.id"]) AS conversation_id
+            attribute_vals["session.id"],
+            -- Vercel AI SDK's telemetry metadata (v4: on the ai.generateText span only).
+            attribute_vals["ai.telemetry.metadata.sessionId"]) AS conversation_id
     FROM span_rows
     LEFT JOIN attribute_positions USING (attribute_shape)
     WHERE trace_id IN (SELECT trace_id FROM touched_tool_spans WHERE conversation_attr IS NULL)
@@ -265,7 +330,9 @@ call AS (
         c.*,
         coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
         toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
-        coalesce(c.status_attr, CASE WHEN c.status_code = 'ERROR' THEN 'error' ELSE 'succeeded' END) AS status,
+        coalesce(
+            c.status_attr,
+            CASE WHEN c.status_code = 'ERROR' OR c.error_code IS NOT NULL THEN 'error' ELSE 'succeeded' END) AS status,
         coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
     FROM touched_tool_spans AS c
     LEFT JOIN touched_conversations AS tc USING (trace_id)
@@ -283,7 +350,8 @@ SELECT
     END AS answer,
     coalesce(result_hash, result_fingerprint) AS result_hash,
     status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
-    start_time, end_time, duration_ms, source, side_effect_attr, read_back, resource_key
+    start_time, end_time, duration_ms, source, side_effect_attr, read_back, resource_key,
+    keys_honoured
 FROM call;
 
 -- name: forget_dominated_calls

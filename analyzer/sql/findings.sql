@@ -28,6 +28,17 @@ SELECT * FROM tool_calls WHERE NOT scoped
 UNION ALL
 SELECT * FROM finding_scope_key_calls WHERE scoped;
 
+-- name: unknown_outcome_macro
+-- Whether a failed write may have happened anyway: toolspan's codes, and, from
+-- other instrumentations (which never write toolspan's codes), an exception
+-- or error type naming a timeout or a lost connection (TimeoutError,
+-- ReadTimeout, ConnectionResetError, ...). A refused connection sent nothing.
+CREATE OR REPLACE MACRO toolspan_unknown_outcome(error_code, source) AS
+    error_code IN ('unknown_outcome', 'timeout', 'connection_error')
+    OR (source <> 'toolspan'
+        AND regexp_matches(error_code, '(?i)time[_ .-]?out|timed[_ .-]?out|connection')
+        AND NOT regexp_matches(error_code, '(?i)refused'));
+
 -- name: findings_macro
 -- Every finding, for a given minimum number of repeats (loops only). One row
 -- per finding; detail is JSON text. See docs/analyzer.md for the exact rules.
@@ -39,9 +50,12 @@ WITH
 -- loop: >= min_repeats logical calls in one conversation with the same tool,
 -- the same arguments and the same answer. Attempts inside a call are not calls.
 -- Groups are counted first, and only the repeated ones collect their lists.
+-- A call whose arguments were not recorded (no fingerprint) repeats nothing:
+-- unknown never equals unknown (summary.sql counts such calls as unverifiable).
 repeated_key AS (
     SELECT conversation_id, tool, args_fingerprint, answer
     FROM toolspan_finding_calls(scoped)
+    WHERE args_fingerprint IS NOT NULL
     GROUP BY ALL
     HAVING count(*) >= min_repeats
 ),
@@ -63,7 +77,7 @@ loop_group AS (
     SEMI JOIN repeated_key AS k
         ON k.conversation_id = c.conversation_id
        AND k.tool IS NOT DISTINCT FROM c.tool
-       AND k.args_fingerprint IS NOT DISTINCT FROM c.args_fingerprint
+       AND k.args_fingerprint = c.args_fingerprint
        AND k.answer IS NOT DISTINCT FROM c.answer
     GROUP BY conversation_id, tool, args_fingerprint, answer
 ),
@@ -104,6 +118,8 @@ duplicate_key AS (
         CASE WHEN idempotency_key IS NULL THEN args_fingerprint END AS action_args
     FROM toolspan_finding_calls(scoped)
     WHERE side_effect = 'write' AND status = 'succeeded' AND NOT replayed
+      -- Without a key, the action is its arguments: unrecorded ones name none.
+      AND (idempotency_key IS NOT NULL OR args_fingerprint IS NOT NULL)
     GROUP BY ALL
     HAVING count(*) >= 2
 ),
@@ -202,6 +218,52 @@ unsafe_retry AS (
             AND a.attempt < c.attempts
             AND coalesce(a.read_back, '') <> 'absent')
 ),
+-- unverified_keyed_retry: a keyed write ran again after a failure that left its
+-- outcome unknown, and only the service's honouring of the key stood between
+-- that run and a second effect: nothing read the effect back and the tool is
+-- not declared keys_honoured=True (toolspan.tool.keys_honoured). Either an
+-- attempt after an ambiguous attempt (a failure the write may have committed
+-- through: AMBIGUOUS_CODES, tracer/_policy.py) with no read-back after it, or
+-- a call that ran on a key whose earlier run ended unknown
+-- (toolspan.read_back = 'required', no read-back answered). A service that
+-- ignores keys wrote twice there, while every span says succeeded.
+unverified_keyed_retry AS (
+    SELECT
+        'unverified_keyed_retry' AS kind, c.conversation_id, c.tool, c.idempotency_key,
+        c.attempts AS count,
+        [c.span_id] AS span_ids, [c.trace_id] AS trace_ids,
+        c.start_time AS first_seen, c.end_time AS last_seen,
+        json_object(
+            'call_id', c.call_id,
+            'status', c.status,
+            'keys_honoured', c.keys_honoured,
+            'attempt_outcomes', coalesce((
+                SELECT list(a.outcome ORDER BY a.attempt)
+                FROM attempt_rows AS a
+                WHERE a.trace_id = c.trace_id AND a.call_span_id = c.span_id
+            ), []::VARCHAR[]),
+            'explanation', format(
+                '{} ran again under idempotency key {} after a failure that may have committed '
+                || 'it, and nothing checked the effect: if the service ignores the key, the write '
+                || 'ran twice. Give the tool a read_back, or check that the service honours keys '
+                || '(toolspan.tracer.testing.check_keys_honoured) and declare keys_honoured=True.',
+                coalesce(c.tool, '?'), c.idempotency_key)
+        )::VARCHAR AS detail
+    FROM toolspan_finding_calls(scoped) AS c
+    WHERE c.side_effect = 'write' AND c.idempotency_key IS NOT NULL AND NOT c.replayed
+      AND c.keys_honoured IS DISTINCT FROM 'true'
+      AND (
+          (c.read_back = 'required' AND c.attempts >= 1)
+          OR EXISTS (
+              SELECT 1
+              FROM attempt_rows AS a
+              WHERE a.trace_id = c.trace_id AND a.call_span_id = c.span_id
+                AND a.attempt < c.attempts
+                AND a.outcome IN (
+                    'timeout', 'connection_error', 'http_500', 'http_502', 'http_503', 'http_504')
+                -- No read-back after it, or one that failed: the retry leaned on the key.
+                AND coalesce(a.read_back, 'failed') = 'failed'))
+),
 -- key_churn: the same write (one conversation, one request, same tool and
 -- arguments) succeeded under two or more different idempotency keys: a key
 -- minted per attempt, which no store can dedupe. Groups with two keys are
@@ -247,7 +309,8 @@ unknown_write AS (
     SELECT trace_id, span_id, conversation_id, tool, args_fingerprint, idempotency_key,
            error_code, arguments, start_time, end_time
     FROM toolspan_finding_calls(scoped)
-    WHERE side_effect = 'write' AND error_code IN ('unknown_outcome', 'timeout', 'connection_error')
+    WHERE side_effect = 'write' AND args_fingerprint IS NOT NULL
+      AND toolspan_unknown_outcome(error_code, source)
 ),
 unread_repeat AS (
     SELECT
@@ -257,7 +320,7 @@ unread_repeat AS (
     JOIN toolspan_finding_calls(scoped) AS r
         ON r.conversation_id = u.conversation_id
        AND r.tool IS NOT DISTINCT FROM u.tool
-       AND r.args_fingerprint IS NOT DISTINCT FROM u.args_fingerprint
+       AND r.args_fingerprint = u.args_fingerprint
        AND r.start_time >= u.end_time
     WHERE r.attempts >= 1 AND NOT r.replayed AND r.read_back IS NULL
       AND NOT (r.trace_id = u.trace_id AND r.span_id = u.span_id)
@@ -376,6 +439,7 @@ SELECT * FROM loop
 UNION ALL SELECT * FROM duplicate_write
 UNION ALL SELECT * FROM idempotency_conflict
 UNION ALL SELECT * FROM unsafe_retry
+UNION ALL SELECT * FROM unverified_keyed_retry
 UNION ALL SELECT * FROM key_churn
 UNION ALL SELECT * FROM write_after_unknown
 UNION ALL SELECT * FROM retried_permanent

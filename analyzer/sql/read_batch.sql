@@ -1,6 +1,6 @@
 -- One typed pass over a batch of OTLP/JSON lines files (ExportTraceServiceRequest
 -- per line): the only place the raw JSON is parsed. Attribute values become
--- text (stringValue / intValue / doubleValue / boolValue as written; arrayValue
+-- text (stringValue / intValue / doubleValue / boolValue as written, bytesValue as its base64; arrayValue
 -- and kvlistValue as their OTLP JSON). Ids that are not lowercase hex of the
 -- right length are kept here and handled by the caller (check_stage,
 -- ingest.sql): a file with uppercase ids is read again with lowercase := true.
@@ -40,14 +40,15 @@ WITH request AS (
         columns = {
             'toolspanFile': 'BIGINT',
             'resourceSpans': 'STRUCT(
-                resource STRUCT(attributes STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR, doubleValue VARCHAR, boolValue VARCHAR, arrayValue JSON, kvlistValue JSON))[]),
+                resource STRUCT(attributes STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR, doubleValue VARCHAR, boolValue VARCHAR, bytesValue VARCHAR, arrayValue JSON, kvlistValue JSON))[]),
                 scopeSpans STRUCT(
                     scope STRUCT(name VARCHAR),
                     spans STRUCT(
                         traceId VARCHAR, spanId VARCHAR, parentSpanId VARCHAR, name VARCHAR, kind VARCHAR,
                         startTimeUnixNano VARCHAR, endTimeUnixNano VARCHAR,
-                        attributes STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR, doubleValue VARCHAR, boolValue VARCHAR, arrayValue JSON, kvlistValue JSON))[],
-                        status STRUCT(code VARCHAR, message VARCHAR)
+                        attributes STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR, doubleValue VARCHAR, boolValue VARCHAR, bytesValue VARCHAR, arrayValue JSON, kvlistValue JSON))[],
+                        status STRUCT(code VARCHAR, message VARCHAR),
+                        events STRUCT(name VARCHAR, attributes STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR))[])[]
                     )[]
                 )[]
             )[]'
@@ -129,8 +130,15 @@ SELECT
     -- list_position. NULL and duplicate keys are found by check_stage.
     attribute_shape,
     list_transform(s.attributes, lambda a: coalesce(
-        a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue,
+        a.value.stringValue, a.value.intValue, a.value.doubleValue, a.value.boolValue, a.value.bytesValue,
         a.value.arrayValue::VARCHAR, a.value.kvlistValue::VARCHAR)) AS attribute_vals,
+    -- The first exception event's exception.type ('exception' when it names
+    -- none): how instrumentations that set no error.type report a failure.
+    list_transform(
+        list_filter(s.events, lambda e: e.name = 'exception'),
+        lambda e: coalesce(
+            nullif(list_filter(e.attributes, lambda a: a.key = 'exception.type')[1].value.stringValue, ''),
+            'exception'))[1] AS exception_type,
     -- On the first row of each group of spans (the slow paths: on every row,
     -- the span's own list): the key lists the shapes stand for.
     CASE WHEN slow THEN [list_transform(s.attributes, lambda a: a.key)] ELSE group_key_lists END AS attribute_key_lists,

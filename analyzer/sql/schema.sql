@@ -39,7 +39,10 @@ CREATE TABLE IF NOT EXISTS span_rows (
     -- names (attribute_shapes); the spans view shows them as a MAP.
     attribute_shape UBIGINT,
     attribute_vals VARCHAR[],
-    source_file VARCHAR
+    source_file VARCHAR,
+    -- The first exception event's exception.type, 'exception' when it has
+    -- none (read_batch.sql): events are not kept otherwise.
+    exception_type VARCHAR
 );
 
 -- name: attribute_shapes
@@ -117,7 +120,8 @@ CREATE TABLE IF NOT EXISTS tool_call_rows (
     source VARCHAR NOT NULL,
     side_effect_attr VARCHAR,         -- toolspan.side_effect, for set_write_tools
     read_back VARCHAR,                -- toolspan.read_back of the call span
-    resource_key VARCHAR              -- toolspan.resource.key
+    resource_key VARCHAR,             -- toolspan.resource.key
+    keys_honoured VARCHAR             -- toolspan.tool.keys_honoured, for unverified_keyed_retry
 );
 
 -- name: attempt_rows

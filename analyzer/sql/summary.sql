@@ -8,7 +8,10 @@ SELECT
     coalesce(round(sum(total_wait_s), 3), 0) AS scheduled_wait_s,
     count(*) FILTER (WHERE status = 'attempt_limit') AS stopped_by_attempt_limit,
     count(*) FILTER (WHERE status = 'wait_budget') AS stopped_by_wait_budget,
-    count(DISTINCT conversation_id) AS conversations
+    count(DISTINCT conversation_id) AS conversations,
+    -- Calls whose arguments were not recorded: no loop or duplicate can be
+    -- told from them (findings.sql).
+    count(*) FILTER (WHERE args_fingerprint IS NULL) AS unverifiable
 FROM tool_calls;
 
 -- name: statuses_by_tool

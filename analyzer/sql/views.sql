@@ -13,7 +13,7 @@ SELECT
     trace_id, span_id, parent_span_id, conversation_id, request_id, turn_id, tool, call_id,
     side_effect, idempotency_key, replayed, args_fingerprint, arguments, answer, result_hash,
     status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
-    start_time, end_time, duration_ms, source, read_back, resource_key
+    start_time, end_time, duration_ms, source, read_back, resource_key, keys_honoured
 FROM tool_call_rows;
 
 -- name: attempts

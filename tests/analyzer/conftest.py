@@ -420,7 +420,8 @@ def scenario(tmp_path: Path) -> dict[str, object]:
                 side_effect="write",
             )
         )
-        # benign: keyed write retried; read-only call retried.
+        # benign: keyed write retried (on a service declared to honour keys:
+        # else it is an unverified_keyed_retry); read-only call retried.
         rec.toolspan_call(
             "create_user",
             "c-unsafe",
@@ -429,6 +430,7 @@ def scenario(tmp_path: Path) -> dict[str, object]:
             result="u2",
             side_effect="write",
             key="k-u",
+            extra={"toolspan.tool.keys_honoured": "true"},
         )
         rec.toolspan_call(
             "lookup", "c-unsafe", {"n": "y"}, outcomes=("timeout", "timeout", "ok"), result="u2"

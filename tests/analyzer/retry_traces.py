@@ -159,6 +159,8 @@ def _retried_permanent(rec: Recorder, labels: dict[str, Any]) -> None:
                 result="ok",
                 side_effect="write",
                 key="k-upd",
+                # A service known to honour keys: the retry of the 503 is no finding.
+                extra={"toolspan.tool.keys_honoured": "true"},
             )
         )
         # benign: 429 and 503 are worth waiting for.
@@ -240,12 +242,63 @@ def _parallel_write(rec: Recorder, labels: dict[str, Any]) -> None:
         write("refund_order", "c-parallel-b", "order-8")()
 
 
+def _unverified_keyed_retry(rec: Recorder, labels: dict[str, Any]) -> None:
+    # One order per call (its own key): no churn, loop or conflict among them.
+    def write(key: str, outcomes: tuple[str, ...], **extra: Any) -> ReadableSpan:
+        return rec.toolspan_call(
+            "refund_order",
+            "c-keyed",
+            {"order": key, "amount": 5},
+            result="ok",
+            side_effect="write",
+            key=key,
+            outcomes=outcomes,
+            extra=_request("r1", **extra),
+        )
+
+    with rec.conversation("c-keyed"):
+        # The newcomer's refund: timed out (committed), then 429, then ok, under one
+        # key nobody verified the service honours.
+        labels["keyed_timeout"] = span_hex(write("kv-1", ("timeout", "http_429", "ok")))
+        # A key whose earlier run ended unknown, run again without a read-back.
+        labels["keyed_required"] = span_hex(
+            write("kv-2", ("ok",), **{"toolspan.read_back": "required"})
+        )
+        # The service said it honours keys (False is no better than unknown).
+        labels["keyed_false"] = span_hex(
+            write("kv-3", ("http_503", "ok"), **{"toolspan.tool.keys_honoured": "false"})
+        )
+        # benign: declared keys_honoured=True; a read-back found the effect absent;
+        # a 429 commits nothing; the ambiguous attempt was the last one; a replay.
+        write("kv-4", ("timeout", "ok"), **{"toolspan.tool.keys_honoured": "true"})
+        write("kv-5", ("timeout", "ok"), **{"toolspan.read_back": "absent"})
+        write("kv-6", ("http_429", "ok"))
+        write("kv-7", ("ok", "timeout"))
+        rec.toolspan_call(
+            "refund_order",
+            "c-keyed",
+            {"order": "kv-1", "amount": 5},
+            result="ok",
+            side_effect="write",
+            key="kv-1",
+            replayed=True,
+            outcomes=(),
+            extra=_request("r1", **{"toolspan.read_back": "required"}),
+        )
+
+
 def write_retry_traces(directory: Path) -> dict[str, Any]:
     """Record every labelled conversation into two files under ``directory``;
     returns the labels (span ids of the calls each finding must list)."""
     rec = Recorder()
     labels: dict[str, Any] = {}
-    for record in (_key_churn, _write_after_unknown, _retried_permanent, _parallel_write):
+    for record in (
+        _key_churn,
+        _write_after_unknown,
+        _retried_permanent,
+        _parallel_write,
+        _unverified_keyed_retry,
+    ):
         record(rec, labels)
     spans = rec.take()
     Recorder.write(directory / "a.jsonl", spans[: len(spans) // 2], batch=5)

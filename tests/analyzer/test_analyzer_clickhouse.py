@@ -208,9 +208,13 @@ def test_the_retry_safety_findings_equal_the_duckdb_path(
     table.load_read_by(reads, labels["dir"])
     findings = _assert_same(table, [labels["dir"]])
     # With the first scenario's kinds (test above), every kind of the analyzer.
-    assert {"key_churn", "write_after_unknown", "retried_permanent", "parallel_write"} <= {
-        f.kind for f in findings
-    }
+    assert {
+        "key_churn",
+        "write_after_unknown",
+        "retried_permanent",
+        "parallel_write",
+        "unverified_keyed_retry",
+    } <= {f.kind for f in findings}
     assert all(f.detail["explanation"] for f in findings)
     findings = _assert_same(table, [labels["dir"]], write_tools=["create_*", "charge*"])
     assert {f.kind for f in findings} | {

@@ -14,7 +14,13 @@ from toolspan.cli import main
 
 from .retry_traces import write_retry_traces
 
-NEW_KINDS = ("key_churn", "write_after_unknown", "retried_permanent", "parallel_write")
+NEW_KINDS = (
+    "key_churn",
+    "write_after_unknown",
+    "retried_permanent",
+    "parallel_write",
+    "unverified_keyed_retry",
+)
 OLD_KINDS = ("loop", "duplicate_write", "idempotency_conflict", "unsafe_retry")
 
 
@@ -120,6 +126,27 @@ def test_parallel_write(retry_scenario: dict[str, Any]) -> None:
     assert list(same_tool.span_ids) == retry_scenario["parallel_same_tool"]
 
 
+def test_unverified_keyed_retry(retry_scenario: dict[str, Any]) -> None:
+    findings = _found(retry_scenario["dir"])
+    (found, required, declared_false) = _of(findings, "unverified_keyed_retry")["c-keyed"]
+    assert set(_of(findings, "unverified_keyed_retry")) == {"c-keyed"}
+    assert (found.tool, found.idempotency_key, found.count) == ("refund_order", "kv-1", 3)
+    assert list(found.span_ids) == [retry_scenario["keyed_timeout"]]
+    assert found.detail["attempt_outcomes"] == ["timeout", "http_429", "ok"]
+    assert found.detail["keys_honoured"] is None and found.detail["status"] == "succeeded"
+    assert found.detail["explanation"] == (
+        "refund_order ran again under idempotency key kv-1 after a failure that may have "
+        "committed it, and nothing checked the effect: if the service ignores the key, the "
+        "write ran twice. Give the tool a read_back, or check that the service honours keys "
+        "(toolspan.tracer.testing.check_keys_honoured) and declare keys_honoured=True."
+    )
+    assert list(required.span_ids) == [retry_scenario["keyed_required"]]
+    assert list(declared_false.span_ids) == [retry_scenario["keyed_false"]]
+    assert declared_false.detail["keys_honoured"] == "false"
+    # Succeeded with three attempts under one key: no other kind sees the double refund.
+    assert "c-keyed" not in _of(findings, "duplicate_write")
+
+
 def test_each_finding_explains_itself_and_nothing_else_is_found(
     retry_scenario: dict[str, Any],
 ) -> None:
@@ -165,6 +192,7 @@ def test_new_findings_in_the_view_the_macro_and_the_columns(retry_scenario: dict
         "loop": 4,
         "parallel_write": 2,
         "retried_permanent": 2,
+        "unverified_keyed_retry": 3,
         "write_after_unknown": 2,
     }
     assert (None, "absent") in columns

@@ -233,3 +233,15 @@ def test_spans_of_a_stored_trace_are_added_once(
         # are, the others' without those stored already.
         stored = az.query("SELECT trace_id FROM stored_traces ORDER BY ALL").rows
         assert stored == [(TRACE,), ("ff" * 16,)]
+
+
+def test_a_bytes_value_is_stored_as_its_base64_text(tmp_path: Path) -> None:
+    """OTLP/JSON writes bytes as base64; it was read as NULL (issue 41)."""
+    path = tmp_path / "bytes.jsonl"
+    path.write_bytes(
+        _line(_span("00000000000000c1", attributes=[_attr("b", {"bytesValue": "AQID"})]))
+    )
+    with Analyzer() as az:
+        az.ingest([path])
+        rows = az.query("SELECT attributes FROM spans").rows
+        assert rows == [({"b": "AQID"},)]

@@ -38,6 +38,7 @@ def _call(span_id: str, conversation: str, args: str, key: str | None, **fields:
         "resource": None,
         "start_ms": 0,
         "duration_ms": 0,
+        "keys_honoured": None,
     }
     return Call(span_id, conversation, args=args, key=key, **{**defaults, **fields})
 
@@ -146,6 +147,7 @@ def _spans(call: Call, *, stated: bool, shape: str, trace: str, root: str) -> li
         "toolspan.request.id": call.request,
         "toolspan.resource.key": call.resource,
         "toolspan.read_back": call.read_back,
+        "toolspan.tool.keys_honoured": call.keys_honoured,
     }
     attributes = {
         **genai,

@@ -20,6 +20,7 @@ T0 = datetime(2026, 1, 1)
 UNKNOWN = ("unknown_outcome", "timeout", "connection_error")
 PERMANENT = ("http_400", "http_401", "http_403", "http_404", "http_405", "http_422")
 PERMANENT += ("invalid_arguments",)
+AMBIGUOUS = ("timeout", "connection_error", "http_500", "http_502", "http_503", "http_504")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Call:
     resource: str | None
     start_ms: int
     duration_ms: int
+    keys_honoured: str | None
 
     @property
     def attempts(self) -> int:
@@ -66,14 +68,15 @@ def _calls() -> st.SearchStrategy[list[Call]]:
         st.sampled_from([None, None, *UNKNOWN, "http_503", "http_404"]),
         st.sampled_from([None, "k1", "k2", "k3"]),
         st.booleans(),
-        st.lists(st.sampled_from(["ok", "http_503", "http_429", *PERMANENT[:3]]), max_size=3).map(
-            tuple
-        ),
-        st.sampled_from([None, None, "absent", "found", "checked"]),
+        st.lists(
+            st.sampled_from(["ok", "http_503", "timeout", "http_429", *PERMANENT[:3]]), max_size=3
+        ).map(tuple),
+        st.sampled_from([None, None, "absent", "found", "checked", "required", "failed"]),
         st.sampled_from([None, "o1", "o2"]),
         # Times on a 5 ms grid: calls often touch end to start (the rules' edges).
         st.integers(0, 8).map(lambda n: 5 * n),
         st.sampled_from([0, 5, 10, 15]),
+        st.sampled_from([None, "true", "false"]),
     )
     return st.lists(one, max_size=14).map(
         lambda calls: [
@@ -92,8 +95,9 @@ def _load(az: Analyzer, calls: list[Call]) -> None:
         con.execute(
             "INSERT INTO tool_call_rows (trace_id, span_id, conversation_id, request_id, tool,"
             " side_effect, idempotency_key, replayed, args_fingerprint, status, error_code,"
-            " attempts, start_time, end_time, duration_ms, source, read_back, resource_key)"
-            " VALUES ('t', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'toolspan', ?, ?)",
+            " attempts, start_time, end_time, duration_ms, source, read_back, resource_key,"
+            " keys_honoured)"
+            " VALUES ('t', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'toolspan', ?, ?, ?)",
             [
                 c.span_id,
                 c.conversation,
@@ -111,13 +115,24 @@ def _load(az: Analyzer, calls: list[Call]) -> None:
                 c.duration_ms,
                 c.read_back,
                 c.resource,
+                c.keys_honoured,
             ],
         )
         for number, outcome in enumerate(c.outcomes, start=1):
             con.execute(
                 "INSERT INTO attempt_rows (trace_id, span_id, call_span_id, conversation_id,"
-                " tool, attempt, outcome) VALUES ('t', ?, ?, ?, ?, ?, ?)",
-                [f"{c.span_id}-{number}", c.span_id, c.conversation, c.tool, number, outcome],
+                " tool, attempt, outcome, read_back) VALUES ('t', ?, ?, ?, ?, ?, ?, ?)",
+                # The call's read-back on each attempt (as the tracer records a
+                # verdict on both spans).
+                [
+                    f"{c.span_id}-{number}",
+                    c.span_id,
+                    c.conversation,
+                    c.tool,
+                    number,
+                    outcome,
+                    c.read_back,
+                ],
             )
 
 
@@ -191,11 +206,24 @@ def expected_parallel_write(calls: list[Call]) -> Iterator[tuple[Any, ...]]:
             yield (conversation, _single({c.tool for c in racing}), len(racing), _ids(racing))
 
 
+def expected_unverified_keyed_retry(calls: list[Call]) -> Iterator[tuple[Any, ...]]:
+    for c in calls:
+        if c.side_effect != "write" or c.key is None or c.replayed or c.keys_honoured == "true":
+            continue
+        rerun_on_unknown_key = c.read_back == "required" and c.attempts >= 1
+        retried_unchecked = c.read_back in (None, "failed") and any(
+            o in AMBIGUOUS for o in c.outcomes[:-1]
+        )
+        if rerun_on_unknown_key or retried_unchecked:
+            yield (c.conversation, c.tool, c.attempts, (c.span_id,))
+
+
 RULES = {
     "key_churn": expected_key_churn,
     "write_after_unknown": expected_write_after_unknown,
     "retried_permanent": expected_retried_permanent,
     "parallel_write": expected_parallel_write,
+    "unverified_keyed_retry": expected_unverified_keyed_retry,
 }
 
 

@@ -72,6 +72,17 @@ def test_the_outage_sample_fills_the_services_panel(tmp_path):
     assert set(panel["service"]) == {"carrier"}
     assert panel["refused"].sum() > 0 and panel["failed_fast"].sum() > 0
     assert panel["saw_open"].sum() > 0 and panel["retries"].sum() > 0
+    # Every attempt is traceable by the request it served, as the contract lists.
+    with Analyzer(db) as analyzer:
+        ((calls, keyed),) = analyzer.query(
+            "SELECT count(*), count(DISTINCT request_id) FILTER (WHERE turn_id IS NOT NULL) "
+            "FROM tool_calls"
+        ).rows
+        ((orphans,),) = analyzer.query(
+            "SELECT count(*) FROM attempts a JOIN tool_calls c "
+            "ON a.call_span_id = c.span_id AND a.trace_id = c.trace_id WHERE c.request_id IS NULL"
+        ).rows
+    assert calls > 0 and keyed == calls and orphans == 0
 
 
 def test_without_write_tools_the_mis_declared_sms_goes_unseen(tmp_path):
