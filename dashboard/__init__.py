@@ -7,6 +7,7 @@ imported by the app itself, which runs in its own process.
 from .._errors import ToolspanError
 from ._errors import (
     DashboardError,
+    QuarantineStoreError,
     QueryFailed,
     QueryMemoryExceeded,
     QueryRefused,
@@ -18,6 +19,7 @@ from ._sandbox import SandboxLimits, SandboxResult, SqlSandbox, open_database
 
 __all__ = [
     "DashboardError",
+    "QuarantineStoreError",
     "QueryFailed",
     "QueryMemoryExceeded",
     "QueryRefused",

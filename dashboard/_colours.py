@@ -61,6 +61,8 @@ STATUS_COLOURS: dict[str, str] = {
     "jsonrpc_invalid_request": "#876969",
     "jsonrpc_parse_error": "#2D0F96",
     "mcp_invalid_result": "#00005A",
+    "quarantined": "#B4F0E1",
+    "mcp_input_refused": "#A5FFB4",
 }
 
 # Names for the same thing: an attempt's "ok" is a call's "succeeded"; the

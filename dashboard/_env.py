@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DB_ENV", "LIVE_ENV", "SOURCE_ENV", "TIME_LIMIT_ENV"]
+__all__ = ["DB_ENV", "LIVE_ENV", "SOURCE_ENV", "STORE_ENV", "TIME_LIMIT_ENV"]
 
 # The database the app opens read-only.
 DB_ENV = "TOOLSPAN_DASHBOARD_DB"
@@ -12,3 +12,6 @@ SOURCE_ENV = "TOOLSPAN_DASHBOARD_SOURCE"
 TIME_LIMIT_ENV = "TOOLSPAN_DASHBOARD_TIME_LIMIT_S"
 # Live mode: the directory where `toolspan serve` publishes database copies.
 LIVE_ENV = "TOOLSPAN_DASHBOARD_LIVE"
+# The shared store whose quarantines the Quarantines page lists and lifts
+# (`toolspan dashboard --store`, `toolspan serve --enforce`); a person may set it too.
+STORE_ENV = "TOOLSPAN_STORE"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .._errors import (
     DashboardError,
+    QuarantineStoreError,
     QueryFailed,
     QueryMemoryExceeded,
     QueryRefused,
@@ -14,6 +15,7 @@ from .._errors import (
 
 __all__ = [
     "DashboardError",
+    "QuarantineStoreError",
     "QueryFailed",
     "QueryMemoryExceeded",
     "QueryRefused",

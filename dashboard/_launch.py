@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._env import DB_ENV, SOURCE_ENV
+from ._env import DB_ENV, SOURCE_ENV, STORE_ENV
 from ._errors import DashboardError
 
 if TYPE_CHECKING:  # importing it pulls in pandas: not for the console's child process
@@ -53,21 +53,26 @@ def streamlit_command(host: str, port: int) -> list[str]:
     ]
 
 
-def launch(db_path: Path, *, host: str = "127.0.0.1", port: int = 8501) -> int:
+def launch(
+    db_path: Path, *, host: str = "127.0.0.1", port: int = 8501, store: str | None = None
+) -> int:
     """Serve the dashboard on ``db_path`` at ``host:port``; block until Ctrl-C.
 
     Returns the exit code: 0 after Ctrl-C, Streamlit's own code if it stops by
-    itself, 2 when it cannot start (no database, port in use).
+    itself, 2 when it cannot start (no database, port in use). ``store`` is
+    the shared store the Quarantines page reads (default: ``TOOLSPAN_STORE``).
     """
     try:
         _check_startable(db_path, host, port)
     except DashboardError as exc:
         print(f"toolspan dashboard: error: {exc}", file=sys.stderr)
         return 2
-    return _serve({DB_ENV: str(db_path.resolve())}, str(db_path), host, port)
+    return _serve({DB_ENV: str(db_path.resolve()), **_store_env(store)}, str(db_path), host, port)
 
 
-def launch_source(spec: SourceSpec, *, host: str = "127.0.0.1", port: int = 8501) -> int:
+def launch_source(
+    spec: SourceSpec, *, host: str = "127.0.0.1", port: int = 8501, store: str | None = None
+) -> int:
     """Serve the dashboard on a ClickHouse source (the app's process opens it:
     chDB runs one engine per process); block until Ctrl-C."""
     try:
@@ -77,7 +82,12 @@ def launch_source(spec: SourceSpec, *, host: str = "127.0.0.1", port: int = 8501
         return 2
     # The source (credentials included) goes to the app in its environment,
     # never on a command line; messages name it without them.
-    return _serve({SOURCE_ENV: spec.to_env()}, spec.display(), host, port)
+    return _serve({SOURCE_ENV: spec.to_env(), **_store_env(store)}, spec.display(), host, port)
+
+
+def _store_env(store: str | None) -> dict[str, str]:
+    # In the environment, like a source: a Redis URL may hold a password.
+    return {} if store is None else {STORE_ENV: store}
 
 
 def _serve(extra_env: dict[str, str], label: str, host: str, port: int) -> int:

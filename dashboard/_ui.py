@@ -18,8 +18,9 @@ import streamlit as st
 
 from . import _live
 from ._clickhouse import ClickHouseDatabase, ClickHouseSandbox, SourceSpec
-from ._env import DB_ENV, SOURCE_ENV, TIME_LIMIT_ENV
+from ._env import DB_ENV, SOURCE_ENV, STORE_ENV, TIME_LIMIT_ENV
 from ._errors import DashboardError
+from ._quarantines import QuarantineStoreError, load, store_location
 from ._queries import Filters, bucket_for, run_query, window_start
 from ._sandbox import SandboxLimits, SqlSandbox, open_database
 
@@ -28,6 +29,7 @@ __all__ = [
     "connection",
     "current_filters",
     "limits",
+    "quarantines",
     "query",
     "render_sidebar",
     "require_calls",
@@ -244,3 +246,20 @@ def open_conversation(conversation_id: str) -> None:
 def open_trace(trace_id: str) -> None:
     """Button callback: show this trace in the trace view."""
     st.session_state[TRACE_KEY] = trace_id
+
+
+def quarantines() -> tuple[str, pd.DataFrame]:
+    """The configured store and its quarantines in force; stop the page with
+    how to configure one when there is none, or why it failed when it fails."""
+    location = store_location()
+    if location is None:
+        stop_with(
+            "No quarantine store given: start the dashboard with `toolspan dashboard ... "
+            f"--store URL` (a redis:// URL or a SQLite file), set {STORE_ENV}, or run "
+            "`toolspan serve --enforce STORE`, which passes its store on.",
+            info=True,
+        )
+    try:
+        return location, load(location)
+    except QuarantineStoreError as exc:
+        stop_with(str(exc))

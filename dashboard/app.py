@@ -24,6 +24,7 @@ def main() -> None:
             st.Page(_PAGES / "overview.py", title="Overview", default=True),
             st.Page(_PAGES / "timelines.py", title="Retry timelines"),
             st.Page(_PAGES / "findings.py", title="Findings"),
+            st.Page(_PAGES / "quarantines.py", title="Quarantines"),
             st.Page(_PAGES / "trace.py", title="Trace view"),
             st.Page(_PAGES / "console.py", title="SQL console"),
         ]

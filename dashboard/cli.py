@@ -1,4 +1,4 @@
-"""``toolspan dashboard (PATH... | --db FILE | --source SOURCE) [--port N] [--host H]``."""
+"""``toolspan dashboard (PATH... | --db FILE | --source SOURCE) [--store URL] [--port N]``."""
 
 from __future__ import annotations
 
@@ -50,6 +50,12 @@ def register(subparsers: Any) -> None:
         help="with --source: look for new spans this often and build the analysis again "
         "when some arrived (default 10; 0: never)",
     )
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="the shared store whose quarantines the Quarantines page lists and lifts: "
+        "redis://host:6379/0 or a SQLite file (default: $TOOLSPAN_STORE)",
+    )
     parser.add_argument("--port", type=int, default=8501, help="port (default: 8501)")
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
     parser.add_argument(
@@ -71,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         if args.db is None:
             print("toolspan dashboard: error: give trace PATHs or --db FILE", file=sys.stderr)
             return 2
-        return launch(args.db, host=args.host, port=args.port)
+        return launch(args.db, host=args.host, port=args.port, store=args.store)
     if args.db is not None:
         return _ingest_and_launch(args, args.db)
     with tempfile.TemporaryDirectory(prefix="toolspan-dashboard-") as scratch:
@@ -96,7 +102,7 @@ def _ingest_and_launch(args: argparse.Namespace, db_path: Path) -> int:
     )
     for bad in report.bad_lines[:10]:
         print(f"  skipped {bad.path}:{bad.line}: {bad.reason}", file=sys.stderr)
-    return launch(db_path, host=args.host, port=args.port)
+    return launch(db_path, host=args.host, port=args.port, store=args.store)
 
 
 def _run_source(args: argparse.Namespace) -> int:
@@ -123,4 +129,4 @@ def _run_source(args: argparse.Namespace) -> int:
         print("toolspan dashboard: error: --follow takes seconds, 0 or more", file=sys.stderr)
         return 2
     spec = SourceSpec(args.source, args.table, args.since, args.until, write_tools, args.follow)
-    return launch_source(spec, host=args.host, port=args.port)
+    return launch_source(spec, host=args.host, port=args.port, store=args.store)

@@ -29,6 +29,12 @@ Drawing
     small, aggregated frames into Altair charts, every status and error code in
     one colour on every page; ``bucket_for`` picks the over-time bucket width;
     ``human_size`` writes a byte count as "32 MiB".
+Quarantines
+    ``quarantines()`` returns the configured store (``TOOLSPAN_STORE``) and its
+    quarantines in force as a frame, or stops the page saying how to configure
+    one or why the store failed; ``lift_quarantines(location, ids)`` lifts some
+    (every one for ``None``) and raises ``QuarantineStoreError`` when the store
+    fails; ``store_label`` writes a location without its credentials.
 Links between pages
     ``open_conversation`` and ``open_trace`` are button callbacks that filter
     every page to a conversation or show a trace in the trace view (whose
@@ -42,6 +48,8 @@ from __future__ import annotations
 
 from ._charts import calls_over_time, retries_against_budget, status_by_tool, timeline, waterfall
 from ._pages._paging import page_offset
+from ._quarantines import QuarantineStoreError, store_label
+from ._quarantines import lift as lift_quarantines
 from ._queries import Filters, bucket_for
 from ._ui import (
     TRACE_KEY,
@@ -51,6 +59,7 @@ from ._ui import (
     limits,
     open_conversation,
     open_trace,
+    quarantines,
     query,
     require_calls,
     sandbox,
@@ -61,22 +70,26 @@ from ._units import human_size
 __all__ = [
     "TRACE_KEY",
     "Filters",
+    "QuarantineStoreError",
     "bucket_for",
     "calls_over_time",
     "connection",
     "current_filters",
     "filtered",
     "human_size",
+    "lift_quarantines",
     "limits",
     "open_conversation",
     "open_trace",
     "page_offset",
+    "quarantines",
     "query",
     "require_calls",
     "retries_against_budget",
     "sandbox",
     "status_by_tool",
     "stop_with",
+    "store_label",
     "timeline",
     "waterfall",
 ]

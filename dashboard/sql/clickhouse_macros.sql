@@ -64,7 +64,9 @@ SELECT
     fromUnixTimestamp64Micro(intDiv(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration), 1000), 'UTC') AS end_time,
     toInt64(Duration) / 1e6 AS duration_ms,
     upper(StatusCode) AS status_code,
-    nullIf(toValidUTF8(StatusMessage), '') AS status_message
+    nullIf(toValidUTF8(StatusMessage), '') AS status_message,
+    -- The waterfall's model kind: SDK spans say what they are here, not in the name.
+    lower(toValidUTF8(SpanAttributes['gen_ai.operation.name'])) AS operation
 FROM $source
 WHERE $range AND TraceId = {trace_id:String}
 LIMIT 1 BY TraceId, SpanId

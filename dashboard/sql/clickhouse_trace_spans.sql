@@ -11,7 +11,7 @@ WITH RECURSIVE
 -- trace on 10M spans in chDB).
 (
     SELECT groupArray((span_id, parent_span_id, name, start_time, end_time, duration_ms,
-        status_code, status_message))
+        status_code, status_message, operation))
     FROM ($spans_of_trace)
 ) AS trace_span_rows,
 (
@@ -22,7 +22,8 @@ WITH RECURSIVE
 (SELECT groupArray(span_id) FROM attempts WHERE trace_id = {trace_id:String}) AS attempt_ids,
 trace_spans AS (
     SELECT r.1 AS span_id, r.2 AS parent_span_id, r.3 AS name, r.4 AS start_time,
-        r.5 AS end_time, r.6 AS duration_ms, r.7 AS status_code, r.8 AS status_message
+        r.5 AS end_time, r.6 AS duration_ms, r.7 AS status_code, r.8 AS status_message,
+        r.9 AS operation
     FROM (SELECT arrayJoin(trace_span_rows) AS r)
 ),
 tree AS (
@@ -83,7 +84,10 @@ labelled AS (
         multiIf(
             s.span_id IN (SELECT span_id FROM trace_calls), 'tool',
             has(attempt_ids, s.span_id), 'attempt',
+            s.operation IN ('chat', 'text_completion', 'generate_content'), 'model',
             match(lower(s.name), '^(chat|text_completion|generate_content|llm)\\b'), 'model',
+            -- The SDKs' own spans: anthropic.messages.create, openai.chat ...
+            match(lower(s.name), '^(anthropic|openai)\\.(messages|chat|completions)\\b'), 'model',
             match(lower(s.name), '^(invoke_agent|create_agent|agent)\\b'), 'agent',
             'other') AS category
     FROM tree AS t

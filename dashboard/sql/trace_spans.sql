@@ -7,7 +7,9 @@
 WITH RECURSIVE
 trace_spans AS (
     SELECT span_id, parent_span_id, name, start_time, end_time, duration_ms,
-        status_code, status_message
+        status_code, status_message,
+        -- The waterfall's model kind: SDK spans say what they are here, not in the name.
+        lower(attributes['gen_ai.operation.name']) AS operation
     FROM spans
     WHERE trace_id = $trace_id
 ),
@@ -69,7 +71,11 @@ labelled AS (
         CASE
             WHEN s.span_id IN (SELECT span_id FROM trace_calls) THEN 'tool'
             WHEN s.span_id IN (SELECT span_id FROM trace_attempts) THEN 'attempt'
+            WHEN s.operation IN ('chat', 'text_completion', 'generate_content') THEN 'model'
             WHEN regexp_matches(lower(s.name), '^(chat|text_completion|generate_content|llm)\b')
+                THEN 'model'
+            -- The SDKs' own spans: anthropic.messages.create, openai.chat ...
+            WHEN regexp_matches(lower(s.name), '^(anthropic|openai)\.(messages|chat|completions)\b')
                 THEN 'model'
             WHEN regexp_matches(lower(s.name), '^(invoke_agent|create_agent|agent)\b') THEN 'agent'
             ELSE 'other'
