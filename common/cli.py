@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ._extras import install_hint
+
 EXIT_MISSING_EXTRA = 2
 
 
@@ -42,6 +44,10 @@ _PARTS: tuple[_Part, ...] = (
         {"serve": ("serve", ("duckdb", "streamlit", "grpc", "uvicorn", "starlette"))},
     ),
     _Part("toolspan.tracer.integrations.mcp_proxy._cli", {"mcp": ("mcp", ("mcp",))}),
+    # The core install runs it: the tracer, and httpx only if the checked tools use it.
+    _Part("toolspan._check", {"check": ("", ())}),
+    # Only a redis:// store needs the extra; RedisStore says so itself.
+    _Part("toolspan.tracer._quarantine_cli", {"quarantine": ("redis", ())}),
 )
 
 
@@ -82,7 +88,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                 raise  # a bug of ours, not a missing extra
             for command, (extra, _) in part.needs.items():
                 # Listed in --help all the same, with the line that installs it.
-                help_text = f"(needs pip install 'toolspan[{extra}]')"
+                help_text = f"(needs {install_hint(extra)})"
                 subparsers.add_parser(command, help=help_text, add_help=False)
             continue
         module.register(subparsers)
@@ -96,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra = _missing_extra(wanted) if wanted is not None else None
     if extra is not None and "--version" not in args_list:
         print(
-            f"toolspan {wanted} needs the {extra!r} extra: pip install 'toolspan[{extra}]'",
+            f"toolspan {wanted} needs the {extra!r} extra: {install_hint(extra)}",
             file=sys.stderr,
         )
         return EXIT_MISSING_EXTRA
