@@ -88,6 +88,7 @@ def support_declarations(desk: SupportDesk) -> Declarations:
                 idempotent=True,
                 resource_key=by_order,
                 key_passed="Idempotency-Key, from current_call()",
+                keys_honoured=True,  # checked: tests/tracer/test_keys_honoured.py
             ),
             # The cancel API has a status read-back: a lost response is settled by asking.
             "cancel_order": Declaration.write(

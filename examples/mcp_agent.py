@@ -52,7 +52,12 @@ def declarations(client: Client) -> Declarations:
             "track_shipment": Declaration.read(),
             "check_inventory": Declaration.read(),
             "get_cancellation": Declaration.read(),
-            "refund_order": Declaration.write(idempotent=True, resource_key=by_order),
+            "refund_order": Declaration.write(
+                # keys_honoured: checked by tests/tracer/test_keys_honoured.py
+                idempotent=True,
+                resource_key=by_order,
+                keys_honoured=True,
+            ),
             "cancel_order": Declaration.write(read_back=cancelled, resource_key=by_order),
             # send_email is not declared: a write that is never repeated blind.
         }

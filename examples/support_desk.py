@@ -184,6 +184,9 @@ def support_tools(desk: SupportDesk) -> list[Tool]:
             desk.refund,  # receives the call's key as its idempotency_key parameter
             side_effect="write",
             idempotent=True,  # the payments API honours Idempotency-Key
+            # ... which its contract test checks (tests/tracer/test_keys_honoured.py,
+            # toolspan.tracer.testing.check_keys_honoured).
+            keys_honoured=True,
             resource_key=by_order,
             schema_version="2026-03",
             parameters=_object(
@@ -247,6 +250,7 @@ def support_declarations(desk: SupportDesk) -> Declarations:
                 idempotent=True,
                 resource_key=by_order,
                 key_passed="Idempotency-Key, from current_call()",
+                keys_honoured=True,  # checked: tests/tracer/test_keys_honoured.py
             ),
             "cancel_order": Declaration.write(
                 read_back=desk.get_cancellation, resource_key=by_order

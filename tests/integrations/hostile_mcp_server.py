@@ -8,6 +8,9 @@ properly and then, by MODE, lists tools in a hostile way:
 - ``cursor-new``: every page names a new cursor (and a new tool), for ever;
 - ``ref ARG``: one tool whose ``inputSchema`` has ``$ref`` to ARG (a URL).
 
+``tools linger``: as ``tools``, but slow to go: it stays 60 s after its stdin
+closed (until a signal ends it).
+
 Tools of ``tools`` mode: ``huge_error`` (an ``isError`` result of 2 MB of
 text), ``big_int`` (structured content with an integer past 64 bits),
 ``bad_type`` (a content block of an unknown type), ``bad_flag``
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 OBJECT = {"type": "object"}
@@ -91,6 +95,8 @@ def main() -> None:
         if reply is not None:
             sys.stdout.write(json.dumps(reply) + "\n")
             sys.stdout.flush()
+    if arg == "linger":
+        time.sleep(60)
 
 
 if __name__ == "__main__":

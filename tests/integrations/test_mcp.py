@@ -273,3 +273,38 @@ def test_a_server_asking_for_input_mid_call_ends_the_call_for_the_model(spans, c
     assert result.is_error
     payload = result.structured_content
     assert (payload["status"], payload["error_code"]) == ("permanent_error", "mcp_input_required")
+
+
+def test_a_server_asking_for_input_mid_call_gets_the_sessions_answer(spans, clock):
+    server = MCPServer("asks-the-user")
+    seen: list[Any] = []
+
+    @server.tool()
+    async def approve_refund(order_id: str, ctx: Context) -> str | mcp_types.InputRequiredResult:
+        answer = (ctx.input_responses or {}).get("approve")
+        seen.append((ctx.request_state, answer))
+        if answer is None:
+            schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+            ask = mcp_types.ElicitRequestFormParams(
+                message=f"Refund {order_id}?", requested_schema=schema
+            )
+            return mcp_types.InputRequiredResult(
+                input_requests={"approve": mcp_types.ElicitRequest(params=ask)},
+                request_state=f"asked:{order_id}",
+            )
+        return "refunded" if answer.action == "accept" else "declined"
+
+    async def on_elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
+        return mcp_types.ElicitResult(action="accept", content={"ok": True})
+
+    async def test():
+        async with Client(server, elicitation_callback=on_elicit) as client:
+            guarded = await open_guarded(None, spans, clock, client.session)
+            return await guarded.call_tool("approve_refund", {"order_id": "A-2"})
+
+    result = anyio.run(test)
+    # Before: mcp_input_required; now the session's callback answers, within one attempt.
+    assert not result.is_error, result.structured_content
+    assert result.structured_content["status"] == "succeeded"
+    assert result.structured_content["attempts"] == 1
+    assert [state for state, _ in seen] == [None, "asked:A-2"]

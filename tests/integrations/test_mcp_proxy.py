@@ -193,7 +193,9 @@ def test_a_flaky_read_is_retried_after_the_servers_retry_after(shop, spans, cloc
     assert not result.is_error
     body = payload(result)
     assert (body["status"], body["attempts"]) == ("succeeded", 2)
-    assert body["data"] == {"order_id": "A-1", "status": "shipped"}
+    # The upstream's answer as it sent it; toolspan's status beside it in _meta.
+    assert "data" not in body
+    assert result.structured_content == {"order_id": "A-1", "status": "shipped"}
     assert clock.slept == [2.0]  # the server's Retry-After, not the backoff
     assert shop.calls["get_order"] == 2
     # One SERVER span per the MCP conventions, continuing the client's trace ...
@@ -859,3 +861,19 @@ def test_a_call_cancelled_before_its_task_started_never_reaches_the_upstream(sho
     assert [answer.id for answer in answers] == [2]  # none for the cancelled call
     assert not answers[0].result["isError"]
     assert shop.calls.get("get_refund_status") == 1  # only call 2 ran upstream
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_answer_the_proxy_makes_has_the_fields_of_the_clients_protocol(shop, spans, clock, mode):
+    async def test():
+        wire = Recording(ThroughProxy(make_proxy(shop, spans, clock)))
+        async with Client(wire, mode=mode) as client:
+            result = await client.call_tool("no_such_tool", {})
+        (call,) = [m for m in wire.sent if getattr(m, "method", None) == "tools/call"]
+        (answer,) = [json.loads(t) for t in wire.received if json.loads(t).get("id") == call.id]
+        return result, answer["result"]
+
+    result, answer = anyio.run(test)
+    assert result.is_error  # toolspan's own answer, not the server's
+    # resultType is 2026-07-28's; a 2025-11-25 answer does not carry it.
+    assert ("resultType" in answer) is (mode == "2026-07-28")

@@ -109,3 +109,21 @@ def test_a_key_depends_on_the_named_arguments_and_the_conversation_only(
 def test_arguments_the_key_cannot_encode_give_no_key_so_the_write_runs_once():
     config = parse_config({"tools": {"refund_order": {"side_effect": "write", "idempotent": True}}})
     assert config.declarations().key("refund_order", {"amount": 2**70}, "c1") is None
+
+
+@pytest.mark.parametrize("dash", [[], ["--"]])
+def test_the_server_command_needs_no_double_dash(dash):
+    # Client config files (the MCP inspector's) must be able to leave `--` out;
+    # the server's own options stay the server's.
+    import argparse
+
+    from toolspan.tracer.integrations.mcp_proxy._cli import _settings, register, server_command
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(
+        ["mcp", "proxy", "--trace-file", "t.jsonl", *dash, "npx", "-y", "server", "--port", "1"]
+    )
+    settings = _settings(args, server_command(args))
+    assert settings["command"] == ["npx", "-y", "server", "--port", "1"]
+    assert settings["trace_file"] == "t.jsonl"
