@@ -441,5 +441,6 @@ def test_a_core_only_install_names_the_extra_each_command_needs(
         done = _run(venv, toolspan, command, "traces/", check=False)
         assert (done.returncode, done.stdout) == (2, ""), (command, done.stderr)
         assert done.stderr == (
-            f"toolspan {command} needs the {extra!r} extra: pip install 'toolspan[{extra}]'\n"
+            f"toolspan {command} needs the {extra!r} extra: pip install 'toolspan[{extra}]' "
+            f"(in a clone of toolspan: pip install '.[{extra}]')\n"
         )
