@@ -186,8 +186,13 @@ def _timeline_rows(page: Any) -> list[str]:
             if " → " in label]  # fmt: skip
 
 
-def _pick(page: Any, scope: Any, label: str, option: str | re.Pattern[str]) -> None:
+def _pick(
+    page: Any, scope: Any, label: str, option: str | re.Pattern[str], typed: str = ""
+) -> None:
     scope.get_by_test_id("stSelectbox").filter(has_text=label).click()
+    # The open list draws only the options in view: typing filters the rest in.
+    if typed:
+        page.keyboard.type(typed)
     page.get_by_role("option", name=option).first.click()
     _settled(page)
 
@@ -338,7 +343,7 @@ def test_a_finding_opens_every_trace_it_involves(
     assert len(trace_ids) == 2  # the same e-mail sent again on the next request
     _open(page, samples_url, "Findings", '[data-testid="stDataFrame"]')
     # Streamlit's selectbox opens on its box, not on its text input (1.67).
-    _pick(page, page, "Open a finding", re.compile("^duplicate_write"))
+    _pick(page, page, "Open a finding", re.compile("^duplicate_write"), "duplicate_write")
     _settled(page)
     shown = _poll(lambda: page.evaluate(LEGENDS_JS), lambda c: len(c) == 2)
     # One waterfall per trace, each with this finding's call outlined.
