@@ -1137,7 +1137,10 @@ class Core:
                     result.status,
                     str(answer),
                     result.ok,
-                    counted=guards.budgets(run.tool.name, run.tool.is_write),
+                    # A replay ran nothing: it is no answer of the tool's, so a
+                    # request handled again (a queue's redelivery) is not a loop.
+                    counted=not result.replayed
+                    and guards.budgets(run.tool.name, run.tool.is_write),
                 )
             self._remember_checks(guards, run, result)
         except StoreError as exc:

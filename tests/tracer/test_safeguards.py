@@ -264,6 +264,21 @@ def test_loop_guard_refuses_the_fourth_identical_answer(spans, store):
     assert other_conversation.ok
 
 
+def test_replays_are_not_answers_so_a_redelivered_request_is_not_a_loop(spans, store):
+    fake = Scripted({"charge_id": "ch_1"})
+    tools = [Tool("charge", fake, side_effect="write", idempotent=True, key_passed="scripted")]
+    # The same request handled five times (a queue redelivering it), each time
+    # by a new executor on the shared store: the key replays, nothing is refused.
+    results = [
+        build(spans, tools, store, loop_threshold=3).execute(charge(call_id=f"d{i}"))
+        for i in range(5)
+    ]
+    assert [(r.status, r.replayed) for r in results] == [("succeeded", False)] + [
+        ("succeeded", True)
+    ] * 4
+    assert len(fake.calls) == 1
+
+
 def test_polling_with_progress_is_not_a_loop(spans, store):
     answers = [{"status": s} for s in ("queued", "running", "running", "done", "done")]
     fake = Scripted(*answers)
