@@ -170,9 +170,12 @@ _URL_PASSWORD = re.compile(
     r"(?P<password>[^\s:/@]+)@(?=[\w\[])"
 )
 _BASIC_CREDENTIALS = re.compile(r"(?i:\bbasic)\s+([A-Za-z0-9+/]{8,}={0,2})(?![\w+/=])")
-# Card numbers written as cards are: in groups of four (or Amex's 4-6-5).
+# Card numbers written as cards are: in groups of four (or Amex's 4-6-5), standing
+# alone: not four groups inside a longer dashed token such as a UUID.
 _GROUPED_CARD = re.compile(
-    r"(?<![\d.])(?:\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{3})?|\d{4}([ -])\d{6}\2\d{5})(?![\d.])"
+    r"(?<![\w.])(?<!\w-)"
+    r"(?:\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{3})?|\d{4}([ -])\d{6}\2\d{5})"
+    r"(?![\w.]|-\w)"
 )
 # A plain digit run right after a card-ish word ("card 4111111111111111").
 _CARD_IN_CONTEXT = re.compile(

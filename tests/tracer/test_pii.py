@@ -198,3 +198,12 @@ def test_an_unknown_capture_level_is_a_configuration_error() -> None:
         Executor([], capture_arguments="everything")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="capture_results must be one of"):
         Executor([], capture_results=None)  # type: ignore[arg-type]
+
+
+def test_a_uuid_whose_middle_groups_look_like_a_card_stays_readable():
+    # Hypothesis found it: four digit groups inside a UUID were masked as a card.
+    text = "d53bdd60-7139-5546-5783-5786ab13d38f"
+    assert PII.arguments({"request_id": text}) == {"request_id": text}
+    assert PII.arguments({"note": "card 4111-1111-1111-1111"}) != {
+        "note": "card 4111-1111-1111-1111"
+    }
