@@ -152,6 +152,7 @@ def proxy_target(
     from mcp import Client
 
     from .tracer.integrations.mcp_proxy import CONVERSATION_META_KEY, McpProxy, parse_config
+    from .tracer.integrations.mcp_proxy._memory import ThroughProxy
     from .tracer.integrations.mcp_proxy._proxy import REQUEST_META_KEY
 
     asked = dict(config)
@@ -167,7 +168,7 @@ def proxy_target(
             **kit.executor_options(asynchronous=True),
         )
         meta = {CONVERSATION_META_KEY: call.conversation_id, REQUEST_META_KEY: call.request_id}
-        async with Client(_Through(proxy), mode="legacy") as client:
+        async with Client(ThroughProxy(proxy), mode="legacy") as client:
             arguments = dict(call.arguments) if isinstance(call.arguments, Mapping) else {}
             return await client.call_tool(call.name, arguments, meta=cast(Any, meta))
 
@@ -191,28 +192,3 @@ def _as_proxied(declarations: Any) -> Any:
             declaration = dataclasses.replace(declaration, key_passed=KEY_PASSED)
         declared[name] = declaration
     return Declarations(declared, namespace=declarations.namespace, default=declarations.default)
-
-
-class _Through:
-    """An ``mcp.Client`` transport: the proxy in this process, served over memory streams."""
-
-    def __init__(self, proxy: Any) -> None:
-        self._proxy = proxy
-        self._cm: Any = None
-
-    @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[Any]:
-        from mcp.shared.memory import create_client_server_memory_streams
-
-        streams = create_client_server_memory_streams()
-        async with streams as (client, server), anyio.create_task_group() as group:
-            group.start_soon(self._proxy.serve, *server)
-            yield client
-            group.cancel_scope.cancel()
-
-    async def __aenter__(self) -> Any:
-        self._cm = self._connect()
-        return await self._cm.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._cm.__aexit__(*exc)

@@ -17,7 +17,6 @@ from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._context_streams import create_context_streams
-from mcp.shared.memory import create_client_server_memory_streams
 from opentelemetry.trace import SpanKind
 
 from toolspan.tracer import DEFAULT_COMMIT_WINDOW_S
@@ -29,6 +28,7 @@ from toolspan.tracer.integrations.mcp_proxy import (
     http_upstream,
     parse_config,
 )
+from toolspan.tracer.integrations.mcp_proxy._memory import ThroughProxy
 from toolspan.tracer.store import MemoryStore, derive_key
 
 from ..services import free_port
@@ -63,29 +63,6 @@ WINDOWED = {
         "refund_order": {"side_effect": "write", "check_with": "get_refund_status"},
     },
 }
-
-
-class ThroughProxy:
-    """A transport for ``mcp.Client``: the proxy in this process, in front of ``upstream``."""
-
-    def __init__(self, proxy: McpProxy) -> None:
-        self.proxy = proxy
-        self._cm: Any = None
-
-    @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[Any]:
-        async with create_client_server_memory_streams() as (client, server):
-            async with anyio.create_task_group() as group:
-                group.start_soon(self.proxy.serve, *server)
-                yield client
-                group.cancel_scope.cancel()
-
-    async def __aenter__(self) -> Any:
-        self._cm = self._connect()
-        return await self._cm.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._cm.__aexit__(*exc)
 
 
 class Recording:
