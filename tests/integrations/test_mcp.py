@@ -275,12 +275,14 @@ def test_a_server_asking_for_input_mid_call_ends_the_call_for_the_model(spans, c
     assert (payload["status"], payload["error_code"]) == ("permanent_error", "mcp_input_required")
 
 
-def test_a_server_asking_for_input_mid_call_gets_the_sessions_answer(spans, clock):
-    server = MCPServer("asks-the-user")
-    seen: list[Any] = []
+def asking_server(seen: list[Any]) -> Any:
+    """A server whose write asks the user first, the 2026-07-28 way: an
+    ``InputRequiredResult``, then the client's retry with its answer."""
+    server = MCPServer("asking")
 
     @server.tool()
     async def approve_refund(order_id: str, ctx: Context) -> str | mcp_types.InputRequiredResult:
+        """Refund once the user approves."""
         answer = (ctx.input_responses or {}).get("approve")
         seen.append((ctx.request_state, answer))
         if answer is None:
@@ -292,7 +294,16 @@ def test_a_server_asking_for_input_mid_call_gets_the_sessions_answer(spans, cloc
                 input_requests={"approve": mcp_types.ElicitRequest(params=ask)},
                 request_state=f"asked:{order_id}",
             )
-        return "refunded" if answer.action == "accept" else "declined"
+        assert isinstance(answer, mcp_types.ElicitResult)
+        approved = answer.action == "accept" and (answer.content or {}).get("ok") is True
+        return f"refunded {order_id}" if approved else "declined"
+
+    return server
+
+
+def test_a_server_asking_for_input_mid_call_gets_the_sessions_answer(spans, clock):
+    seen: list[Any] = []
+    server = asking_server(seen)
 
     async def on_elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
         return mcp_types.ElicitResult(action="accept", content={"ok": True})

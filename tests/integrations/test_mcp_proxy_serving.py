@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from toolspan.tracer.integrations.mcp_proxy import McpProxy, http_app, parse_config
 
 from .mcp_proxy_server import Shop
+from .test_mcp import asking_server
 from .test_mcp_proxy import (
     DECLARED,
     MODES,
@@ -205,32 +206,6 @@ def test_a_host_or_origin_not_allowed_gets_403(shop, spans, clock, headers, stat
 # -- input the upstream asks for mid-call (2026-07-28 multi-round-trip) ------------------------
 
 
-def _asking_server(seen: list[Any]) -> Any:
-    """A server whose write asks the user first, the 2026-07-28 way: an
-    ``InputRequiredResult``, then the client's retry with its answer."""
-    server = MCPServer("asking")
-
-    @server.tool()
-    async def approve_refund(order_id: str, ctx: Context) -> str | mcp_types.InputRequiredResult:
-        """Refund once the user approves."""
-        answer = (ctx.input_responses or {}).get("approve")
-        seen.append((ctx.request_state, answer))
-        if answer is None:
-            schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
-            ask = mcp_types.ElicitRequestFormParams(
-                message=f"Refund {order_id}?", requested_schema=schema
-            )
-            return mcp_types.InputRequiredResult(
-                input_requests={"approve": mcp_types.ElicitRequest(params=ask)},
-                request_state=f"asked:{order_id}",
-            )
-        assert isinstance(answer, mcp_types.ElicitResult)
-        approved = answer.action == "accept" and (answer.content or {}).get("ok") is True
-        return f"refunded {order_id}" if approved else "declined"
-
-    return server
-
-
 @pytest.mark.parametrize("serving", ["stdio", "http"])
 def test_input_the_upstream_asks_for_mid_call_is_relayed_to_the_client_and_back(
     spans, clock, serving
@@ -245,7 +220,7 @@ def test_input_the_upstream_asks_for_mid_call_is_relayed_to_the_client_and_back(
         return mcp_types.ElicitResult(action="accept", content={"ok": True})
 
     proxy = McpProxy(
-        lambda: InMemoryTransport(_asking_server(seen)),
+        lambda: InMemoryTransport(asking_server(seen)),
         parse_config({"timeout_s": 5}),
         tracer_provider=spans.provider,
         sleep=clock.async_sleep,
