@@ -20,17 +20,16 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
-from ..services import LOOPBACK
+from ..services import LOOPBACK, Running
 
 __all__ = ["PaymentsService"]
 
 
 @dataclass
-class PaymentsService:
+class PaymentsService(Running):
     """``with PaymentsService(...) as service:`` serves on ``service.url`` until the block ends."""
 
     honours_keys: bool
@@ -52,7 +51,7 @@ class PaymentsService:
         with self._lock:
             return [row for row in self.ledger if row["order_id"] == order_id]
 
-    def __enter__(self) -> Self:
+    def start(self) -> Self:
         self._server = ThreadingHTTPServer((LOOPBACK, 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -61,12 +60,7 @@ class PaymentsService:
         self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         self._stopping.set()  # releases the hung responses
         assert self._server is not None and self._thread is not None
         self._server.shutdown()

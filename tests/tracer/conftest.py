@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from toolspan.tracer import Executor, Tool
+from toolspan.tracer.store import MemoryStore, SQLiteStore
 from toolspan.tracer.testing import FakeClock
 
 from ..redis_server import RedisServer
@@ -91,3 +92,17 @@ def redis_server() -> Iterator[RedisServer]:
     """A real redis-server on a free loopback port, for one test."""
     with RedisServer() as server:
         yield server
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    """A Memory or SQLite store on a fake wall clock, ``store.wall``, that tests move forward."""
+    wall = FakeClock(start=1_767_225_600.0)
+    made: Any = (
+        MemoryStore(clock=wall)
+        if request.param == "memory"
+        else SQLiteStore(tmp_path / "guards.sqlite", clock=wall)
+    )
+    made.wall = wall
+    yield made
+    made.close()

@@ -19,25 +19,12 @@ from toolspan.tracer import (
     lift_quarantines,
     list_quarantines,
 )
-from toolspan.tracer.store import MemoryStore, SQLiteStore, StoreError
+from toolspan.tracer.store import MemoryStore, StoreError
 from toolspan.tracer.testing import FakeClock
 
 from .conftest import Scripted
 
 HOUR = 3600.0
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request, tmp_path):
-    wall = FakeClock(start=1_767_225_600.0)
-    made = (
-        MemoryStore(clock=wall)
-        if request.param == "memory"
-        else SQLiteStore(tmp_path / "guards.sqlite", clock=wall)
-    )
-    made.wall = wall
-    yield made
-    made.close()
 
 
 def build(spans, store, fake, **tool_options):

@@ -18,19 +18,6 @@ from toolspan.tracer.testing import FakeClock
 from .conftest import Scripted
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request, tmp_path):
-    wall = FakeClock(start=1_767_225_600.0)
-    made = (
-        MemoryStore(clock=wall)
-        if request.param == "memory"
-        else SQLiteStore(tmp_path / "guards.sqlite", clock=wall)
-    )
-    made.wall = wall  # tests move the store's clock forward
-    yield made
-    made.close()
-
-
 def build(spans, tools, store, **guard_options):
     clock = FakeClock()
     return Executor(
