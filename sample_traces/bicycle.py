@@ -187,15 +187,17 @@ class _AttemptLog:
         return None
 
 
-def _tools(service: DockService) -> list[Tool]:
+def _tools(service: DockService, *, keyed: bool) -> list[Tool]:
+    """The dock's tools; ``keyed=False``: a hold the service takes no key for (a
+    plain write, so the executor derives none and never retries it blind)."""
     return [
         Tool("get_dock_status", service.get_dock_status, parameters=DOCK_STATUS_SCHEMA),
         Tool(
             "hold_bicycle",
             service.hold_bicycle,
             side_effect="write",
-            idempotent=True,  # hold_bicycle sends its idempotency_key parameter
-            keys_honoured=True,  # the dock service dedupes holds by key (_commit)
+            idempotent=keyed,  # hold_bicycle sends its idempotency_key parameter
+            keys_honoured=True if keyed else None,  # the service dedupes holds by key
             parameters=HOLD_SCHEMA,
             schema_version="2026-01",
         ),
@@ -215,7 +217,7 @@ def run_case(case: Case, telemetry: DeterministicTelemetry, policy: RetryPolicy)
     service = DockService(case.script, clock)
     log = _AttemptLog()
     executor = Executor(
-        _tools(service),
+        _tools(service, keyed=case.idempotency_key is not None),
         policy=policy,
         tracer_provider=telemetry.provider,
         sleep=clock.sleep,

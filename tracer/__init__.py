@@ -38,6 +38,7 @@ from ._policy import (
 from ._quarantine import Quarantine, add_quarantine, lift_quarantines, list_quarantines
 from ._redact import REDACTED, Redactor
 from ._result import Status, ToolResult
+from ._run import AgentRun
 from ._safeguards import Safeguards
 from ._setup import Telemetry, setup_telemetry
 from ._tool import DEFAULT_COMMIT_WINDOW_S, NOT_PENDING, SideEffect, Tool, ToolCall, tool
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_RETRYABLE_CODES",
     "NOT_PENDING",
     "REDACTED",
+    "AgentRun",
     "AsyncExecutor",
     "AttemptEvent",
     "CallEvent",

@@ -5,7 +5,7 @@ One place for every name, so code and contract cannot drift apart.
 
 from __future__ import annotations
 
-CONTRACT_VERSION = 4
+CONTRACT_VERSION = 5
 SCOPE_NAME = "toolspan"
 
 # OpenTelemetry semantic conventions.
@@ -16,6 +16,7 @@ TOOL_TYPE = "gen_ai.tool.type"
 TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 CONVERSATION_ID = "gen_ai.conversation.id"
+AGENT_NAME = "gen_ai.agent.name"
 ERROR_TYPE = "error.type"
 HTTP_STATUS_CODE = "http.response.status_code"
 HTTP_RESEND_COUNT = "http.request.resend_count"
@@ -23,6 +24,7 @@ HTTP_RESEND_COUNT = "http.request.resend_count"
 # toolspan's own namespace.
 REQUEST_ID = "toolspan.request.id"
 TURN_ID = "toolspan.turn.id"
+DELIVERY_ID = "toolspan.delivery.id"
 SIDE_EFFECT = "toolspan.side_effect"
 IDEMPOTENCY_KEY = "toolspan.idempotency.key"
 IDEMPOTENCY_REPLAYED = "toolspan.idempotency.replayed"

@@ -31,7 +31,9 @@ import contextvars
 import hashlib
 import logging
 import random
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 import orjson
@@ -54,13 +56,15 @@ from ._policy import AMBIGUOUS_CODES, Decision, RetryPolicy
 from ._quarantine import find_quarantine
 from ._redact import Redactor
 from ._result import RETRYABLE_STATUSES, Status, ToolResult, cap_text, package
+from ._run import CURRENT_RUN, AgentRun, new_delivery_id
 from ._safeguards import LeaseKeeper, Safeguards
 from ._signature import KEY_PARAMETER, takes_key
 from ._spans import SpanWriter, base_attributes
 from ._throttle import ThrottledWarning
 from ._tool import NOT_PENDING, Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
-from .store import StoreError
+from .store import StoreError, derive_key
 from .store._fleet import Admission
+from .store._keys import step_of
 
 __all__ = ["INVOKE", "Action", "Core", "Invoke", "Run", "Sleep", "current_call"]
 
@@ -146,6 +150,7 @@ class Run:
         "call_token",
         "claim_token",
         "context_token",
+        "delivery",
         "ended_at",
         "error",
         "fn",
@@ -165,6 +170,8 @@ class Run:
     def __init__(self, call: ToolCall) -> None:
         self.call = call
         self.attempt = 0
+        # The delivery of its request this call belongs to (see ``_run``).
+        self.delivery = ""
         self.total_wait_s = 0.0
         # Set by the safeguards: the call's identity for loop and retry
         # tracking ("tool:args_hash"), and the idempotency claim this run holds.
@@ -329,12 +336,20 @@ class Core:
         self.hooks = tuple(hooks)
         # The read tools that answer "did that write happen?" for some write.
         self.check_tools = frozenset(t.check_with for t in self.tools.values() if t.check_with)
+        # Outside ``executor.run(...)`` the executor is one delivery (see ``_run``).
+        self.delivery_id = new_delivery_id()
 
     # -- the driver's entry points: each returns the next action -------------------
 
     def begin(self, run: Run) -> Action:
         """Validate the call and open its span, then admit it."""
         call = run.call
+        current = CURRENT_RUN.get()
+        if current is None:
+            run.delivery = self.delivery_id
+        else:
+            run.delivery = current.delivery_id
+            call = run.call = _inherit(call, current)
         plan = self._plans.get(call.name)
         if plan is None:
             span = self.spans.start_call(call, base_attributes(call, None), None)
@@ -352,6 +367,8 @@ class Core:
         )
         if redacted is None:
             redacted = self._redact_arguments(arguments)
+        if plan.keyed_safe and call.idempotency_key is None and problem is None:
+            call = run.call = _derive_key(call, declared, arguments)
         hash_key = self.hash_key
         try:
             args_bytes = canonical_json(redacted)
@@ -881,7 +898,7 @@ class Core:
                     f"quarantined ({quarantine.scope}): {quarantine.reason}; nothing was executed",
                 )
             budgeted = guards.budgets(run.tool.name, run.tool.is_write)
-            if budgeted and guards.is_loop(call.conversation_id, run.call_identity):
+            if budgeted and guards.is_loop(call.conversation_id, run.call_identity, _within(run)):
                 return self._failed(
                     run,
                     "loop_blocked",
@@ -1045,7 +1062,9 @@ class Core:
         if not guards.budgets(run.tool.name, run.tool.is_write):
             return self._start_attempt(run)
         try:
-            within_budget = guards.spend_attempt(run.call.request_id, key or run.call_identity)
+            within_budget = guards.spend_attempt(
+                run.call.request_id, key or run.call_identity, delivery=run.delivery
+            )
         except StoreError as exc:
             return self._store_failed(run, exc)
         if within_budget:
@@ -1141,6 +1160,7 @@ class Core:
                     # request handled again (a queue's redelivery) is not a loop.
                     counted=not result.replayed
                     and guards.budgets(run.tool.name, run.tool.is_write),
+                    within=_within(run),
                 )
             self._remember_checks(guards, run, result)
         except StoreError as exc:
@@ -1177,6 +1197,52 @@ class Core:
                 guards.hold_write(call.conversation_id, run.call_identity, call.call_id, hold_s)
         elif result.attempts or result.reconciled:  # it ran again, or a read-back settled it
             guards.forget_check(call.conversation_id, run.call_identity)
+
+
+def _inherit(call: ToolCall, current: AgentRun) -> ToolCall:
+    """A call inside ``executor.run(...)`` takes the run's ids where it has none."""
+    request_id = call.request_id or current.request_id
+    conversation_id = call.conversation_id or current.conversation_id
+    if (request_id, conversation_id) == (call.request_id, call.conversation_id):
+        return call
+    return replace(call, request_id=request_id, conversation_id=conversation_id)
+
+
+def _within(run: Run) -> str:
+    """Where the loop guard counts answers: one delivery of the call's request
+    (a redelivery starts afresh), or the conversation when there is no request id."""
+    request_id = run.call.request_id
+    return f"{request_id}:{run.delivery}" if request_id else ""
+
+
+def _derive_key(call: ToolCall, declared: Tool, arguments: dict[str, Any]) -> ToolCall:
+    """An idempotent write's key, as the adapters derive it (``derive_key(request_id,
+    step)``), so a call gets the same key whichever way it was built."""
+    if not call.request_id:
+        _warn_keyless(declared.name)
+        return call
+    step = step_of(declared.name, None, declared.resource_key, arguments)
+    if step is None:
+        return call  # no key: runs once, never twice
+    return replace(call, idempotency_key=derive_key(call.request_id, step))
+
+
+_WARNED_KEYLESS: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _warn_keyless(name: str) -> None:
+    """Once per tool: without a request id an idempotent write has no key."""
+    with _WARNED_LOCK:
+        if name in _WARNED_KEYLESS:
+            return
+        _WARNED_KEYLESS.add(name)
+    _log.warning(
+        "%s is an idempotent write called without a request_id: it runs with no "
+        "idempotency key, so it is not retried after an unknown outcome; pass "
+        "request_id= (or open executor.run(..., request_id=...))",
+        name,
+    )
 
 
 def _check_references(tools: dict[str, Tool]) -> None:

@@ -17,6 +17,7 @@ import random
 import time
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar
 
 from opentelemetry.trace import TracerProvider
@@ -30,6 +31,7 @@ from ._hooks import Hook
 from ._policy import RetryPolicy
 from ._redact import Redactor
 from ._result import ToolResult
+from ._run import AgentRun, open_run
 from ._safeguards import Safeguards
 from ._tool import Tool, ToolCall
 
@@ -122,6 +124,30 @@ class _ExecutorBase(Generic[_SleepT]):
     def policy(self) -> RetryPolicy:
         """The retry policy (its ``max_total_wait_s`` is the wait budget of a call)."""
         return self._core.policy
+
+    def run(
+        self,
+        name: str,
+        *,
+        request_id: str = "",
+        conversation_id: str = "",
+        delivery_id: str | None = None,
+    ) -> AbstractContextManager[AgentRun]:
+        """One handling of one request: an ``invoke_agent <name>`` span that the call
+        spans inside are children of (one trace per request), and the ids those
+        calls take when they carry none. Each run is one delivery of its request:
+        the turn budget and the loop guard start afresh, keyed writes still replay.
+
+        >>> with executor.run("refund-agent", request_id=rid, conversation_id=cid):
+        ...     messages.append(ts_anthropic.answer(executor, message))  # doctest: +SKIP
+        """
+        return open_run(
+            self._core.spans,
+            name,
+            request_id=request_id,
+            conversation_id=conversation_id,
+            delivery_id=delivery_id,
+        )
 
 
 class Executor(_ExecutorBase[Callable[[float], None]]):

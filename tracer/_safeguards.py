@@ -8,9 +8,11 @@
   other arguments are an ``idempotency_conflict``; a live owner elsewhere
   means ``in_progress``. A key whose earlier outcome is unknown (its worker
   died, or its last failure was ambiguous) is read back before executing.
-* **turn budget**: attempts per logical action within one user request.
+* **turn budget**: attempts per logical action within one delivery of a user
+  request (see ``_run``: a queue's redelivery starts afresh).
 * **loop guard**: a call that already got the same answer N times in a row
-  in this conversation is refused with ``loop_blocked``.
+  within one delivery of its request (in the conversation, for calls with no
+  request id) is refused with ``loop_blocked``.
 * **who retried**: a call repeating a failed call of the same conversation
   is marked as a model-initiated retry of it.
 
@@ -201,27 +203,34 @@ class Safeguards:
 
     # -- turn budget ----------------------------------------------------------
 
-    def spend_attempt(self, request_id: str, action: str) -> bool:
-        """Count one attempt of ``action`` in this request; False when over budget."""
+    def spend_attempt(self, request_id: str, action: str, *, delivery: str = "") -> bool:
+        """Count one attempt of ``action`` in this delivery of this request; False
+        when over budget."""
         if self.max_attempts_per_action is None or not request_id:
             return True
-        used = self.store.incr(f"turn:{request_id}:{action}", ttl_s=self.guard_ttl_s)
+        name = (
+            f"turn:{request_id}:{delivery}:{action}" if delivery else f"turn:{request_id}:{action}"
+        )
+        used = self.store.incr(name, ttl_s=self.guard_ttl_s)
         return used <= self.max_attempts_per_action
 
     # -- loop guard -----------------------------------------------------------
 
-    def is_loop(self, conversation_id: str, call_identity: str) -> bool:
-        """True when this call already got the same answer ``loop_threshold`` times in a row."""
+    def is_loop(self, conversation_id: str, call_identity: str, within: str = "") -> bool:
+        """True when this call already got the same answer ``loop_threshold`` times in
+        a row (``within``: one delivery of a request, else the whole conversation)."""
         if self.loop_threshold is None:
             return False
-        seen = self.store.answer_count(f"loop:{conversation_id}:{call_identity}")
+        seen = self.store.answer_count(_loop_name(conversation_id, call_identity, within))
         return seen is not None and seen[1] >= self.loop_threshold
 
-    def record_answer(self, conversation_id: str, call_identity: str, answer: str) -> None:
+    def record_answer(
+        self, conversation_id: str, call_identity: str, answer: str, within: str = ""
+    ) -> None:
         """Count one answer to this call (same answers in a row make a loop)."""
         if self.loop_threshold is not None:
             self.store.record_answer(
-                f"loop:{conversation_id}:{call_identity}", answer, ttl_s=self.guard_ttl_s
+                _loop_name(conversation_id, call_identity, within), answer, ttl_s=self.guard_ttl_s
             )
 
     # -- who retried ------------------------------------------------------------
@@ -298,13 +307,14 @@ class Safeguards:
         ok: bool,
         *,
         counted: bool = True,
+        within: str = "",
     ) -> None:
         """The loop guard's answer (unless not ``counted``, see `budgets`) and the
         who-retried memory for one final result."""
         if status in _NOT_ANSWERS:
             return
         if counted:
-            self.record_answer(conversation_id, call_identity, answer)
+            self.record_answer(conversation_id, call_identity, answer, within)
         self.remember_failure(conversation_id, call_identity, call_id, ok)
 
 
@@ -336,6 +346,12 @@ class LeaseKeeper:
     def stop(self) -> None:
         """The attempt is over: stop renewing."""
         self._stopped.set()
+
+
+def _loop_name(conversation_id: str, call_identity: str, within: str) -> str:
+    if within:
+        return f"loop:{conversation_id}:{within}:{call_identity}"
+    return f"loop:{conversation_id}:{call_identity}"
 
 
 def _awaiting_name(conversation_id: str, call_identity: str) -> str:

@@ -280,6 +280,18 @@ class SpanWriter:
             timestamp=self._now(),
         )
 
+    # -- the run span ---------------------------------------------------------------
+
+    def start_run(self, name: str, attributes: dict[str, Any]) -> Span:
+        """Open a run span (``executor.run``): the parent of the calls inside it."""
+        clock = self._clock
+        return self._tracer.start_span(
+            name,
+            kind=_INTERNAL,
+            attributes=attributes,
+            start_time=None if clock is None else clock(),
+        )
+
     # -- both -----------------------------------------------------------------------
 
     def _now(self) -> int | None:

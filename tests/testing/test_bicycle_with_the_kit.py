@@ -46,8 +46,9 @@ def run_with_the_kit(case: Case) -> tuple[object, ...]:
     executor = Executor(
         [
             Tool("get_dock_status", kit.wrap(get_dock_status), parameters=DOCK_STATUS_SCHEMA),
-            Tool("hold_bicycle", kit.wrap(hold_bicycle), side_effect="write", idempotent=True,
-                 parameters=HOLD_SCHEMA),
+            # A case with no key is a hold the service takes no key for (as in the seed).
+            Tool("hold_bicycle", kit.wrap(hold_bicycle), side_effect="write",
+                 idempotent=case.idempotency_key is not None, parameters=HOLD_SCHEMA),
         ],
         **kit.executor_options(),
     )  # fmt: skip

@@ -57,6 +57,7 @@ from .._executor import AsyncExecutor, Executor
 from .._result import ToolResult
 from .._tool import DEFAULT_COMMIT_WINDOW_S, SideEffect, Tool, ToolCall
 from ..store import derive_key
+from ..store._keys import step_of
 
 __all__ = [
     "Declaration",
@@ -326,20 +327,11 @@ class Declarations:
 
 
 def _step(name: str, declared: Declaration, arguments: Arguments | str | bytes) -> str | None:
-    if isinstance(declared.step, str):
-        return declared.step
-    if declared.step is None and declared.resource_key is None:
-        return name  # needs no arguments at all
-    parsed = _as_mapping(arguments)
-    if parsed is None:
-        return None
-    try:
-        if declared.step is not None:
-            return str(declared.step(parsed))
-        assert declared.resource_key is not None
-        return f"{name}:{declared.resource_key(parsed)}"
-    except (KeyError, TypeError, ValueError):
-        return None
+    needs_arguments = not isinstance(declared.step, str) and (
+        declared.step is not None or declared.resource_key is not None
+    )
+    parsed = _as_mapping(arguments) if needs_arguments else None
+    return step_of(name, declared.step, declared.resource_key, parsed)
 
 
 def _as_mapping(arguments: Arguments | str | bytes) -> Arguments | None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from . import _rules as rules
 
-__all__ = ["derive_key"]
+__all__ = ["derive_key", "step_of"]
 
 
 def derive_key(request_id: str, step: str, *, namespace: str = "toolspan") -> str:
@@ -32,3 +34,28 @@ def derive_key(request_id: str, step: str, *, namespace: str = "toolspan") -> st
     ]
     digest = hashlib.sha256(json.dumps(parts).encode("ascii")).hexdigest()
     return f"{namespace}:{digest}"
+
+
+def step_of(
+    name: str,
+    step: str | Callable[[Mapping[str, Any]], Any] | None,
+    resource_key: Callable[[Mapping[str, Any]], Any] | None,
+    arguments: Mapping[str, Any] | None,
+) -> str | None:
+    """The step of one call of tool ``name`` (see :func:`derive_key`): ``step`` as
+    given or computed from the arguments, else the tool and its resource, else the
+    tool's name; ``None`` when the arguments cannot give it (then no key: the
+    call runs once, never twice). ``arguments`` ``None``: they did not parse."""
+    if isinstance(step, str):
+        return step
+    if step is None and resource_key is None:
+        return name  # needs no arguments at all
+    if arguments is None:
+        return None
+    try:
+        if step is not None:
+            return str(step(arguments))
+        assert resource_key is not None
+        return f"{name}:{resource_key(arguments)}"
+    except (KeyError, TypeError, ValueError):
+        return None
