@@ -32,7 +32,9 @@ loop_group AS (
         -- Every call after the first was wasted: its time in the tool plus its waits.
         sum(duration_ms) - argMin(duration_ms, (start_time, span_id)) AS wasted_ms,
         sum(coalesce(total_wait_s, 0)) - argMin(coalesce(total_wait_s, 0), (start_time, span_id)) AS wasted_wait_s,
-        sum(attempts) AS attempts
+        sum(attempts) AS attempts,
+        -- A replayed keyed write ran nothing: asked, not executed.
+        countIf(replayed) AS replays
     FROM tool_calls
     WHERE (conversation_id, tool, args_fingerprint, answer) IN (SELECT * FROM repeated_key)
     GROUP BY conversation_id, tool, args_fingerprint, answer
@@ -42,17 +44,22 @@ loop AS (
         'loop' AS kind, conversation_id, tool, CAST(NULL, 'Nullable(String)') AS idempotency_key,
         count, span_ids, trace_ids, first_seen, last_seen,
         toJSONString(CAST(
-            (args_fingerprint, arguments, answer, attempts, round(wasted_ms, 3), round(wasted_wait_s, 3),
+            (args_fingerprint, arguments, answer, attempts, count - replays, replays,
+             round(wasted_ms, 3), round(wasted_wait_s, 3),
              format(
-                 '{} ran {} times with the same arguments and got the same answer each time: '
+                 '{} {} with the same arguments and got the same answer each time: '
                  || 'give the model that answer instead of letting it ask again (or block the repeat).',
-                 coalesce(tool, '?'), toString(count)),
+                 coalesce(tool, '?'),
+                 if(replays = 0, format('ran {} times', toString(count)),
+                    format('was asked {} times (ran {}, replayed {})',
+                           toString(count), toString(count - replays), toString(replays)))),
              -- Other repeated calls of the same conversation over the same time: a cycle.
              arraySort(arrayDistinct(arrayMap(o -> o.1, arrayFilter(
                  o -> o.2 <= last_seen AND first_seen <= o.3,
                  groupArray((tool, first_seen, last_seen)) OVER (PARTITION BY conversation_id)))))),
             'Tuple(args_fingerprint Nullable(String), arguments Nullable(String), answer Nullable(String),
-                   attempts Int64, wasted_ms Float64, wasted_wait_s Float64, explanation String,
+                   attempts Int64, executions Int64, replays Int64, wasted_ms Float64,
+                   wasted_wait_s Float64, explanation String,
                    cycle_tools Array(Nullable(String)))')) AS detail
     FROM loop_group
 ),

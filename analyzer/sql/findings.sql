@@ -72,7 +72,9 @@ loop_group AS (
         -- Every call after the first was wasted: its time in the tool plus its waits.
         sum(duration_ms) - arg_min(duration_ms, (start_time, span_id)) AS wasted_ms,
         sum(coalesce(total_wait_s, 0)) - arg_min(coalesce(total_wait_s, 0), (start_time, span_id)) AS wasted_wait_s,
-        sum(attempts) AS attempts
+        sum(attempts) AS attempts,
+        -- A replayed keyed write ran nothing: asked, not executed.
+        count(*) FILTER (WHERE replayed) AS replays
     FROM toolspan_finding_calls(scoped) AS c
     SEMI JOIN repeated_key AS k
         ON k.conversation_id = c.conversation_id
@@ -90,12 +92,17 @@ loop AS (
             'arguments', g.arguments,
             'answer', g.answer,
             'attempts', g.attempts,
+            'executions', g.count - g.replays,
+            'replays', g.replays,
             'wasted_ms', round(g.wasted_ms, 3),
             'wasted_wait_s', round(g.wasted_wait_s, 3),
             'explanation', format(
-                '{} ran {} times with the same arguments and got the same answer each time: '
+                '{} {} with the same arguments and got the same answer each time: '
                 || 'give the model that answer instead of letting it ask again (or block the repeat).',
-                coalesce(g.tool, '?'), g.count),
+                coalesce(g.tool, '?'),
+                CASE WHEN g.replays = 0 THEN format('ran {} times', g.count)
+                     ELSE format('was asked {} times (ran {}, replayed {})',
+                                 g.count, g.count - g.replays, g.replays) END),
             -- Other repeated calls of the same conversation over the same time: a cycle.
             'cycle_tools', (
                 SELECT list_sort(list(DISTINCT o.tool))

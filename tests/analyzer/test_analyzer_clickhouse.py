@@ -979,3 +979,45 @@ def test_sql_on_a_source_still_reads_and_its_limits_hold(table: Table) -> None:
             database=db,
             limits=SqlLimits(timeout_s=1),
         )
+
+
+def _replayed_refunds(directory: Path) -> Path:
+    """The real executor: a keyed refund asked 3 times in one request (it runs once,
+    then replays twice) and a read asked 3 times (it runs each time)."""
+    from toolspan.tracer import Executor, Tool, ToolCall
+
+    exporter_path = directory / "replays.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(exporter_path))))
+    refund = Tool(
+        "refund_order",
+        lambda order_id: {"refund_id": "rf_1"},
+        side_effect="write",
+        idempotent=True,
+        key_passed="scripted",
+        keys_honoured=True,
+    )
+    lookup = Tool("get_order", lambda order_id: {"status": "delivered"})
+    executor = Executor([refund, lookup], tracer_provider=provider)
+    with executor.run("refund-agent", request_id="req-1", conversation_id="c-replays"):
+        for tool in ("refund_order", "get_order"):
+            for i in range(3):
+                executor.execute(ToolCall(tool, f"{tool}-{i}", {"order_id": "A1"}, ""))
+    provider.shutdown()
+    return exporter_path
+
+
+@pytest.mark.parametrize("reads", READS)
+def test_a_loop_of_replays_says_it_ran_once_on_both_paths(
+    table: Table, tmp_path: Path, reads: str
+) -> None:
+    path = _replayed_refunds(tmp_path)
+    table.load_read_by(reads, path)
+    loops = {f.tool: f for f in _assert_same(table, [path]) if f.kind == "loop"}
+    refund, lookup = loops["refund_order"], loops["get_order"]
+    assert (refund.count, refund.detail["executions"], refund.detail["replays"]) == (3, 1, 2)
+    assert refund.detail["explanation"].startswith(
+        "refund_order was asked 3 times (ran 1, replayed 2) with the same arguments"
+    )
+    assert (lookup.detail["executions"], lookup.detail["replays"]) == (3, 0)
+    assert lookup.detail["explanation"].startswith("get_order ran 3 times with the same")

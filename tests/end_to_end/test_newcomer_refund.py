@@ -208,3 +208,100 @@ def test_with_a_read_back_the_same_service_refunds_once_and_nothing_is_found(
         az.ingest([folder])
         assert az.findings() == []
     assert main(["analyze", str(folder), "--fail-on", "any"]) == 0
+
+
+LOOKUP = {
+    "name": "get_refunds",
+    "description": "The refunds of an order.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}},
+        "required": ["order_id"],
+    },
+}
+# The model's step, the same on every delivery: look the order up, refund it.
+STEP = {
+    "role": "assistant",
+    "content": [
+        {"type": "tool_use", "id": "t1", "name": "get_refunds", "input": {"order_id": "A-1"}},
+        {
+            "type": "tool_use",
+            "id": "t2",
+            "name": "refund_order",
+            "input": {"order_id": "A-1", "amount": 25},
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("per", ["run", "executor"])
+def test_a_request_redelivered_five_times_refunds_once_and_blocks_nothing(
+    tmp_path, redis_server, per
+):
+    """A queue hands request req-9 over five times (each time a new worker on the
+    shared Redis, or one worker opening a new run): every delivery gets its answers,
+    the refund runs once and replays after, and nothing is loop_blocked."""
+    telemetry = DeterministicTelemetry()
+    with PaymentsService(honours_keys=True, faults=[]) as service:
+        http = httpx2.Client(
+            base_url=service.url, event_hooks={"request": [send_idempotency_key()]}
+        )
+
+        def get_refunds(order_id: str) -> Any:
+            return raise_for_httpx_status(http.get("/refunds", params={"order_id": order_id}))
+
+        def refund_order(order_id: str, amount: int) -> Any:
+            response = http.post("/refunds", json={"order_id": order_id, "amount": amount})
+            return raise_for_httpx_status(response)
+
+        declarations = Declarations(
+            {
+                "get_refunds": Declaration.read(),
+                "refund_order": Declaration.write(
+                    idempotent=True, key_passed="Idempotency-Key header", keys_honoured=True
+                ),
+            }
+        )
+        tools = ts_anthropic.tools_from_definitions(
+            [LOOKUP, REFUND],
+            {"get_refunds": get_refunds, "refund_order": refund_order},
+            declarations,
+        )
+        prefix = f"redelivery-{per}:"
+
+        def worker() -> Executor:
+            clock = FakeClock()
+            return Executor(
+                tools,
+                safeguards=Safeguards(
+                    store=RedisStore(redis_server.url, prefix=prefix, clock=clock)
+                ),
+                tracer_provider=telemetry.provider,
+                sleep=clock.sleep,
+                clock=clock,
+            )
+
+        shared = worker()
+        deliveries = []
+        for _ in range(5):
+            executor = shared if per == "run" else worker()
+            with executor.run("refund-agent", request_id="req-9", conversation_id="conv-9"):
+                answered = ts_anthropic.answer(executor, STEP, conversation_id="conv-9")
+            deliveries.append([block["is_error"] for block in answered["content"]])
+        refunds = service.refunds("A-1")
+        http.close()
+    assert deliveries == [[False, False]] * 5
+    assert len(refunds) == 1
+    folder = _traces(tmp_path, telemetry)
+    with Analyzer() as az:
+        az.ingest([folder])
+        statuses = az.query(
+            "SELECT tool, status, replayed, count(*) FROM tool_calls GROUP BY ALL ORDER BY ALL"
+        ).rows
+        traces = az.query("SELECT count(DISTINCT trace_id) FROM tool_calls").rows
+    assert statuses == [
+        ("get_refunds", "succeeded", False, 5),
+        ("refund_order", "succeeded", False, 1),
+        ("refund_order", "succeeded", True, 4),
+    ]
+    assert traces == [(5,)]  # one trace per delivery
