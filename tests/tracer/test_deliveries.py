@@ -7,16 +7,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import random
 
 import pytest
 from opentelemetry.trace import StatusCode
 
-from toolspan.tracer import AsyncExecutor, Executor, Safeguards, Tool, ToolCall, ToolError
+from toolspan.tracer import AsyncExecutor, Tool, ToolCall, ToolError
 from toolspan.tracer.integrations import anthropic as ts_anthropic
-from toolspan.tracer.testing import FakeClock
+from toolspan.tracer.store import MemoryStore
 
 from .conftest import Scripted
+from .test_safeguards import build
 
 MESSAGE = {
     "role": "assistant",
@@ -27,16 +27,7 @@ MESSAGE = {
 
 
 def _executor(spans, tools, store=None, **guard_options):
-    clock = FakeClock()
-    guards = Safeguards.in_memory() if store is None else Safeguards(store=store, **guard_options)
-    return Executor(
-        tools,
-        tracer_provider=spans.provider,
-        sleep=clock.sleep,
-        clock=clock,
-        rng=random.Random(0),
-        safeguards=guards,
-    )
+    return build(spans, tools, MemoryStore() if store is None else store, **guard_options)
 
 
 def _refund(fake):
