@@ -31,7 +31,6 @@ import contextvars
 import hashlib
 import logging
 import random
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Final
@@ -60,7 +59,7 @@ from ._run import CURRENT_RUN, AgentRun, new_delivery_id
 from ._safeguards import LeaseKeeper, Safeguards
 from ._signature import KEY_PARAMETER, takes_key
 from ._spans import SpanWriter, base_attributes
-from ._throttle import ThrottledWarning
+from ._throttle import ThrottledWarning, first_time
 from ._tool import NOT_PENDING, Tool, ToolCall, check_result, parse_arguments, redacting_acceptor
 from .store import StoreError, derive_key
 from .store._fleet import Admission
@@ -1227,16 +1226,10 @@ def _derive_key(call: ToolCall, declared: Tool, arguments: dict[str, Any]) -> To
     return replace(call, idempotency_key=derive_key(call.request_id, step))
 
 
-_WARNED_KEYLESS: set[str] = set()
-_WARNED_LOCK = threading.Lock()
-
-
 def _warn_keyless(name: str) -> None:
     """Once per tool: without a request id an idempotent write has no key."""
-    with _WARNED_LOCK:
-        if name in _WARNED_KEYLESS:
-            return
-        _WARNED_KEYLESS.add(name)
+    if not first_time("keyless", name):
+        return
     _log.warning(
         "%s is an idempotent write called without a request_id: it runs with no "
         "idempotency key, so it is not retried after an unknown outcome; pass "

@@ -1,4 +1,5 @@
-"""Warnings that repeat on every call (a store that is down) logged at a bounded rate."""
+"""Warnings that would repeat on every call: logged at a bounded rate (a store
+that is down), or once per process and tool (a declaration that needs a word)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,20 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["ThrottledWarning"]
+__all__ = ["ThrottledWarning", "first_time"]
+
+_SEEN: set[tuple[str, str]] = set()
+_SEEN_LOCK = threading.Lock()
+
+
+def first_time(topic: str, name: str) -> bool:
+    """True the first time ``(topic, name)`` is asked in this process: a warning
+    about one tool is said once, however many executors or calls meet it."""
+    with _SEEN_LOCK:
+        if (topic, name) in _SEEN:
+            return False
+        _SEEN.add((topic, name))
+        return True
 
 
 class ThrottledWarning:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 import sys
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -24,6 +23,7 @@ import referencing.exceptions
 from ._errors import ConfigurationError
 from ._redact import REDACTED, Redactor
 from ._signature import KEY_PARAMETER, schema_from_signature, takes_key
+from ._throttle import first_time
 from .integrations._shapes import anthropic_fields, openai_fields
 
 __all__ = ["DEFAULT_COMMIT_WINDOW_S", "NOT_PENDING", "SideEffect", "Tool", "ToolCall", "tool"]
@@ -31,10 +31,6 @@ __all__ = ["DEFAULT_COMMIT_WINDOW_S", "NOT_PENDING", "SideEffect", "Tool", "Tool
 SideEffect = Literal["none", "write"]
 
 _log = logging.getLogger("toolspan.tracer")
-# The tools already warned about a key nobody verified (once per name per process:
-# a declaration is often rebuilt per request, and one line says it all).
-_WARNED_UNVERIFIED: set[str] = set()
-_WARNED_LOCK = threading.Lock()
 
 # How long a service may still commit a write after the attempt ended (the client
 # got its failure or gave up): the request timeouts behind common gateways are
@@ -307,11 +303,10 @@ class Tool:
 
 
 def _warn_unverified_key(name: str, route: str | None) -> None:
-    """Once per tool name: its retries are safe only if the service honours the key."""
-    with _WARNED_LOCK:
-        if name in _WARNED_UNVERIFIED:
-            return
-        _WARNED_UNVERIFIED.add(name)
+    """Once per tool name: its retries are safe only if the service honours the key
+    (a declaration is often rebuilt per request, and one line says it all)."""
+    if not first_time("unverified_key", name):
+        return
     # "Idempotency-Key header" -> "Idempotency-Key": the name the user knows.
     if route is not None and route.endswith(" header"):
         what = route.removesuffix(" header")
