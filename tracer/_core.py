@@ -169,8 +169,6 @@ class Run:
     def __init__(self, call: ToolCall) -> None:
         self.call = call
         self.attempt = 0
-        # The delivery of its request this call belongs to (see ``_run``).
-        self.delivery = ""
         self.total_wait_s = 0.0
         # Set by the safeguards: the call's identity for loop and retry
         # tracking ("tool:args_hash"), and the idempotency claim this run holds.
@@ -192,6 +190,8 @@ class Run:
         self.pending_since: float | None = None
         self.hold_until: float | None = None
 
+    # Set by ``Core.begin``: the delivery of its request the call belongs to (see ``_run``).
+    delivery: str
     # Set by ``Core.begin`` once the call is valid, and by each INVOKE.
     tool: Tool
     arguments: dict[str, Any]

@@ -138,8 +138,8 @@ class _ExecutorBase(Generic[_SleepT]):
         calls take when they carry none. Each run is one delivery of its request:
         the turn budget and the loop guard start afresh, keyed writes still replay.
 
-        >>> with executor.run("refund-agent", request_id=rid, conversation_id=cid):
-        ...     messages.append(ts_anthropic.answer(executor, message))  # doctest: +SKIP
+        >>> with executor.run("agent", request_id=rid, conversation_id=cid):  # doctest: +SKIP
+        ...     result = executor.execute(ToolCall.from_openai(tool_call, conversation_id=cid))
         """
         return open_run(
             self._core.spans,

@@ -327,11 +327,7 @@ class Declarations:
 
 
 def _step(name: str, declared: Declaration, arguments: Arguments | str | bytes) -> str | None:
-    needs_arguments = not isinstance(declared.step, str) and (
-        declared.step is not None or declared.resource_key is not None
-    )
-    parsed = _as_mapping(arguments) if needs_arguments else None
-    return step_of(name, declared.step, declared.resource_key, parsed)
+    return step_of(name, declared.step, declared.resource_key, _as_mapping(arguments))
 
 
 def _as_mapping(arguments: Arguments | str | bytes) -> Arguments | None:
