@@ -28,7 +28,7 @@ from toolspan.tracer.integrations.mcp_proxy import (
     http_upstream,
     parse_config,
 )
-from toolspan.tracer.integrations.mcp_proxy._memory import ThroughProxy
+from toolspan.tracer.integrations.mcp_proxy._memory import StreamsTransport, ThroughProxy
 from toolspan.tracer.store import MemoryStore, derive_key
 
 from ..services import free_port
@@ -65,14 +65,13 @@ WINDOWED = {
 }
 
 
-class Recording:
+class Recording(StreamsTransport):
     """A transport wrapper that keeps every JSON-RPC message as its wire text, both ways."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.received: list[str] = []
         self.sent: list[Any] = []
-        self._cm: Any = None
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Any]:
@@ -96,13 +95,6 @@ class Recording:
                 group.start_soon(outbound)
                 yield client_read, client_write
                 group.cancel_scope.cancel()
-
-    async def __aenter__(self) -> Any:
-        self._cm = self._connect()
-        return await self._cm.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._cm.__aexit__(*exc)
 
     def relayed(self) -> list[str]:
         """What the client received, but the answers to its tools/call requests."""

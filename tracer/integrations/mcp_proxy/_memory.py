@@ -8,7 +8,7 @@ over stdio, with no process in between.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -16,15 +16,31 @@ from mcp.shared.memory import create_client_server_memory_streams
 
 from ._proxy import McpProxy
 
-__all__ = ["ThroughProxy"]
+__all__ = ["StreamsTransport", "ThroughProxy"]
 
 
-class ThroughProxy:
+class StreamsTransport:
+    """An ``mcp.Client`` transport made of one ``_connect`` context manager that
+    yields the (read, write) streams (as ``mcp``'s own ``InMemoryTransport``)."""
+
+    _cm: Any = None
+
+    def _connect(self) -> AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Any:
+        self._cm = self._connect()
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._cm.__aexit__(*exc)
+
+
+class ThroughProxy(StreamsTransport):
     """An ``mcp.Client`` transport: ``proxy`` served over memory streams."""
 
     def __init__(self, proxy: McpProxy) -> None:
         self.proxy = proxy
-        self._cm: Any = None
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Any]:
@@ -33,10 +49,3 @@ class ThroughProxy:
             group.start_soon(self.proxy.serve, *server)
             yield client
             group.cancel_scope.cancel()
-
-    async def __aenter__(self) -> Any:
-        self._cm = self._connect()
-        return await self._cm.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._cm.__aexit__(*exc)
