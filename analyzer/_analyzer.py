@@ -35,7 +35,7 @@ Progress = Callable[[str], None]
 # Files are read in batches of about this many bytes (on disk) so that the
 # staging table, and with it memory, stays bounded whatever the input size.
 BATCH_BYTES = 256 * 1024 * 1024
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 # DuckDB's own default is 80% of the machine's RAM; past this budget its
 # operators (joins, sorts, aggregates, the in-memory database itself) spill to
 # the temp directory instead, so memory is bounded by the setting, not the input.
@@ -362,6 +362,7 @@ class Analyzer:
         [(first_rowid, known)] = self._execute(_statement("derive", "refresh_scope")).fetchall()
         self._derive(("touched_traces", "attribute_positions"))
         self._execute(_statement("derive", "extract_tool_spans"), [first_rowid])
+        self._extract_requested_calls(first_rowid)
         [(unfingerprinted, weak, touched)] = self._execute(
             _statement("derive", "count_touched_tool_spans")
         ).fetchall()
@@ -381,6 +382,15 @@ class Analyzer:
             self._derive(_SCOPE_NEW)
         self._derive(["insert_attempts", *_FORGET_PENDING])
         return scoped
+
+    def _extract_requested_calls(self, first_rowid: int) -> None:
+        """The model's requested tool calls (derive.sql, extract_requested_calls)
+        among the touched tool spans, less those a tool span stands for; the
+        LLM spans are read only when some shape names output messages."""
+        self._derive(["requested_positions"])
+        if self._count("count_requested_positions", "derive"):
+            self._execute(_statement("derive", "extract_requested_calls"), [first_rowid])
+            self._derive(["forget_executed_requests"])
 
     def _derive(self, names: Sequence[str]) -> None:
         for name in names:

@@ -144,6 +144,9 @@ def finding_why(finding: Finding) -> str:
     if finding.kind == "loop":
         cycle = [t for t in detail.get("cycle_tools") or [] if t != finding.tool]
         extra = f", cycling with {', '.join(cycle)}" if cycle else ""
+        if detail.get("requested"):
+            # Only the model's requests were recorded: no answer, no time to waste.
+            return f"the model requested the same call {finding.count}x (no tool span){extra}"
         return (
             f"same call and answer {finding.count}x, answer={str(detail.get('answer'))[:16]}, "
             f"wasted {detail.get('wasted_ms')} ms{extra}"

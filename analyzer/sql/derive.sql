@@ -17,10 +17,11 @@ CREATE OR REPLACE MACRO toolspan_side_effect(tool_name, declared, span_source) A
 
 -- name: recorded_macro
 -- A text the instrumentation recorded, NULL when it did not: empty, or
--- OpenInference's placeholder with content capture off. Two calls whose
+-- OpenInference's placeholder with content capture off (Strands Agents'
+-- events: [REDACTED]). Two calls whose
 -- arguments were not recorded must never look alike (findings.sql).
 CREATE OR REPLACE MACRO toolspan_recorded(text) AS
-    CASE WHEN trim(text) NOT IN ('', '__REDACTED__') THEN text END;
+    CASE WHEN trim(text) NOT IN ('', '__REDACTED__', '[REDACTED]') THEN text END;
 
 -- name: refresh_scope
 -- Where the pending spans start in span_rows, and whether a pending trace had
@@ -123,12 +124,14 @@ WITH tool_span_list AS (
 tool_span AS (
     SELECT
         *,
+        -- Strands Agents' events last (read_batch.sql): its attributes win
+        -- when OTEL_SEMCONV_STABILITY_OPT_IN writes them too.
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.arguments"], attribute_vals["input.value"],
-            attribute_vals["ai.toolCall.args"])) AS arguments_text,
+            attribute_vals["ai.toolCall.args"], event_arguments)) AS arguments_text,
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.result"], attribute_vals["output.value"],
-            attribute_vals["ai.toolCall.result"])) AS result_text,
+            attribute_vals["ai.toolCall.result"], event_result)) AS result_text,
         -- The fields of a LangChain ToolMessage as the result: OpenInference's
         -- output.value (message_to_dict: {"type": "tool", "data": {...}}),
         -- a serialized one ({"lc": 1, ..., "kwargs": {...}}), or one under
@@ -224,6 +227,166 @@ SELECT
     end_time,
     duration_ms
 FROM tool_span;
+
+-- name: requested_positions
+-- Where the model's requested tool calls sit in each list of keys: the LLM
+-- span's output messages, flattened by OpenInference
+-- (llm.output_messages.<i>.message.tool_calls.<j>.tool_call.function.name,
+-- .function.arguments, .tool_call.id) and by OpenLLMetry's legacy attributes
+-- (gen_ai.completion.<i>.tool_calls.<j>.name, .arguments, .id), one row per
+-- (shape, message, call); else the position of GenAI semconv's
+-- gen_ai.output.messages (JSON), call_no NULL. Output messages only: the
+-- input messages echo the earlier requests, which must not count twice.
+-- Once per shape, as attribute_positions; only shapes naming one of them.
+CREATE OR REPLACE TEMP TABLE requested_positions AS
+WITH shape_key AS (
+    SELECT shape, unnest(keys) AS key, generate_subscripts(keys, 1) AS pos
+    FROM attribute_shapes
+    WHERE len(list_filter(keys, lambda k:
+        starts_with(k, 'llm.output_messages.') OR starts_with(k, 'gen_ai.completion.')
+        OR k = 'gen_ai.output.messages')) > 0
+),
+flat_key AS (
+    SELECT shape, pos, regexp_extract(
+        key,
+        '^(?:llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(function\.name|function\.arguments|id)'
+        || '|gen_ai\.completion\.(\d+)\.tool_calls\.(\d+)\.(name|arguments|id))$',
+        ['oi_message', 'oi_call', 'oi_field', 'll_message', 'll_call', 'll_field']) AS m
+    FROM shape_key
+    WHERE key <> 'gen_ai.output.messages'
+),
+flat AS (
+    SELECT
+        shape,
+        coalesce(nullif(m.oi_message, ''), m.ll_message)::BIGINT AS message_no,
+        coalesce(nullif(m.oi_call, ''), m.ll_call)::BIGINT AS call_no,
+        replace(coalesce(nullif(m.oi_field, ''), m.ll_field), 'function.', '') AS field,
+        pos
+    FROM flat_key
+    WHERE m.oi_field <> '' OR m.ll_field <> ''
+),
+flat_call AS (
+    SELECT
+        shape AS attribute_shape, message_no, call_no,
+        max(pos) FILTER (WHERE field = 'name') AS name_pos,
+        max(pos) FILTER (WHERE field = 'arguments') AS arguments_pos,
+        max(pos) FILTER (WHERE field = 'id') AS id_pos,
+        NULL::BIGINT AS messages_pos
+    FROM flat
+    GROUP BY ALL
+)
+SELECT * FROM flat_call
+UNION ALL
+-- The JSON messages only where no flattened call is named: an instrumentation
+-- writing both would count each call twice.
+SELECT shape, NULL, NULL, NULL, NULL, NULL, pos
+FROM shape_key
+WHERE key = 'gen_ai.output.messages' AND shape NOT IN (SELECT attribute_shape FROM flat_call);
+
+-- name: count_requested_positions
+SELECT count(*) FROM requested_positions;
+
+-- name: extract_requested_calls
+-- The model's requested tool calls (requested_positions) of the touched
+-- traces, as tool spans of source 'requested': the LLM span's ids and
+-- conversation, the requested tool, call id and arguments. Nothing says
+-- whether or how they ran (forget_executed_requests drops those a tool span
+-- stands for): their status is 'requested' (insert_tool_calls).
+INSERT INTO touched_tool_spans BY NAME
+WITH llm_span AS (
+    SELECT s.trace_id, s.span_id, s.parent_span_id, s.attribute_vals, s.attribute_shape,
+           s.start_time, s.end_time,
+           coalesce(
+               s.attribute_vals[ap."gen_ai.conversation.id"], s.attribute_vals[ap."session.id"],
+               s.attribute_vals[ap."ai.telemetry.metadata.sessionId"]) AS conversation_attr
+    FROM span_rows AS s
+    LEFT JOIN attribute_positions AS ap USING (attribute_shape)
+    WHERE s.trace_id IN (SELECT trace_id FROM touched_traces)
+      AND s.rowid >= ?  -- as in extract_tool_spans
+      AND s.attribute_shape IN (SELECT attribute_shape FROM requested_positions)
+),
+flat_request AS (
+    SELECT
+        l.trace_id, l.span_id, l.parent_span_id, l.conversation_attr, l.start_time, l.end_time,
+        p.message_no, p.call_no,
+        l.attribute_vals[p.name_pos] AS tool,
+        l.attribute_vals[p.id_pos] AS call_id,
+        l.attribute_vals[p.arguments_pos] AS arguments
+    FROM llm_span AS l
+    JOIN requested_positions AS p USING (attribute_shape)
+    WHERE p.messages_pos IS NULL
+),
+message_list AS (
+    SELECT l.trace_id, l.span_id, l.parent_span_id, l.conversation_attr, l.start_time, l.end_time,
+           l.attribute_vals[p.messages_pos] AS messages
+    FROM llm_span AS l
+    JOIN requested_positions AS p USING (attribute_shape)
+    WHERE p.messages_pos IS NOT NULL
+),
+message AS (
+    SELECT * EXCLUDE (messages),
+           unnest(json_extract(messages, '$[*]')) AS message,
+           generate_subscripts(json_extract(messages, '$[*]'), 1) - 1 AS message_no
+    FROM message_list
+    WHERE json_valid(messages) AND json_type(messages) = 'ARRAY'
+),
+part AS (
+    SELECT * EXCLUDE (message),
+           unnest(json_extract(message, '$.parts[*]')) AS part,
+           generate_subscripts(json_extract(message, '$.parts[*]'), 1) - 1 AS call_no
+    FROM message
+    WHERE json_type(message, '$.parts') = 'ARRAY'
+),
+json_request AS (
+    SELECT
+        trace_id, span_id, parent_span_id, conversation_attr, start_time, end_time, message_no, call_no,
+        json_extract_string(part, '$.name') AS tool,
+        json_extract_string(part, '$.id') AS call_id,
+        -- An object as its JSON text; a text (arguments as the model wrote them) as itself.
+        CASE WHEN json_type(part, '$.arguments') = 'VARCHAR'
+             THEN json_extract_string(part, '$.arguments')
+             ELSE json_extract(part, '$.arguments')::VARCHAR END AS arguments
+    FROM part
+    WHERE json_extract_string(part, '$.type') = 'tool_call'
+),
+request AS (
+    SELECT * FROM flat_request
+    UNION ALL
+    SELECT * FROM json_request
+)
+SELECT
+    trace_id, span_id, parent_span_id, 'requested' AS source, tool, call_id, conversation_attr,
+    toolspan_recorded(arguments) AS arguments,
+    toolspan_recorded(arguments) AS arguments_value,
+    -- When the model asked: the end of the LLM span (its answer). Nothing ran,
+    -- so no duration.
+    end_time AS start_time, end_time, NULL::DOUBLE AS duration_ms,
+    'UNSET' AS status_code
+FROM request
+WHERE tool IS NOT NULL;
+
+-- name: forget_executed_requests
+-- A requested call that a tool span (any other source) of the same trace
+-- stands for is that call, counted once: the span with the same call id; or,
+-- where the ids do not tell (a tool span without an id, or with one no
+-- request names, like Google ADK's '<not specified>'; a request without an
+-- id), any tool span of the same tool. The second rule may drop a request
+-- that was not run (two requests, one tool span without an id): a call is
+-- rather missed than counted twice.
+DELETE FROM touched_tool_spans AS r
+WHERE r.source = 'requested'
+  AND (
+    EXISTS (
+        SELECT 1 FROM touched_tool_spans AS e
+        WHERE e.trace_id = r.trace_id AND e.call_id = r.call_id
+          AND e.source NOT IN ('requested', 'attempt'))
+    OR EXISTS (
+        SELECT 1 FROM touched_tool_spans AS e
+        WHERE e.trace_id = r.trace_id AND e.tool = r.tool
+          AND e.source NOT IN ('requested', 'attempt')
+          AND (r.call_id IS NULL OR e.call_id IS NULL OR NOT EXISTS (
+              SELECT 1 FROM touched_tool_spans AS q
+              WHERE q.trace_id = e.trace_id AND q.call_id = e.call_id AND q.source = 'requested'))));
 
 -- name: count_touched_tool_spans
 -- How many touched tool spans need a fingerprint of their arguments (they
@@ -330,10 +493,13 @@ call AS (
         c.*,
         coalesce(c.conversation_attr, tc.conversation_id, c.trace_id) AS conversation_id,
         toolspan_side_effect(c.tool, c.side_effect_attr, c.source) AS side_effect,
+        -- A requested call: asked for, nothing known to have run (0 attempts).
         coalesce(
             c.status_attr,
-            CASE WHEN c.status_code = 'ERROR' OR c.error_code IS NOT NULL THEN 'error' ELSE 'succeeded' END) AS status,
-        coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source = 'toolspan' THEN 0 ELSE 1 END) AS attempts
+            CASE WHEN c.source = 'requested' THEN 'requested'
+                 WHEN c.status_code = 'ERROR' OR c.error_code IS NOT NULL THEN 'error'
+                 ELSE 'succeeded' END) AS status,
+        coalesce(c.attempts_attr, ac.attempts, CASE WHEN c.source IN ('toolspan', 'requested') THEN 0 ELSE 1 END) AS attempts
     FROM touched_tool_spans AS c
     LEFT JOIN touched_conversations AS tc USING (trace_id)
     LEFT JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
@@ -343,9 +509,11 @@ SELECT
     trace_id, span_id, parent_span_id, conversation_id, request_id, turn_id, tool, call_id,
     side_effect, idempotency_key, coalesce(replayed, false) AS replayed, args_fingerprint,
     arguments,
-    -- The loop answer: the result on success, the error code on failure.
+    -- The loop answer: the result on success, the error code on failure;
+    -- unknown for a requested call ('requested': requests repeat each other).
     CASE
         WHEN status = 'succeeded' THEN coalesce(result_hash, result_fingerprint, 'ok')
+        WHEN status = 'requested' THEN 'requested'
         ELSE coalesce(error_code, status_code)
     END AS answer,
     coalesce(result_hash, result_fingerprint) AS result_hash,
@@ -370,7 +538,8 @@ WITH call_key AS (
         trace_id, span_id, parent_span_id, call_id, tool,
         CASE source WHEN 'toolspan' THEN 3 WHEN 'genai' THEN 2 ELSE 1 END AS richness
     FROM touched_tool_spans
-    WHERE source <> 'attempt'
+    -- Requested calls were matched before (forget_executed_requests).
+    WHERE source NOT IN ('attempt', 'requested')
 ),
 weak AS (
     SELECT * FROM call_key WHERE richness < 3

@@ -74,7 +74,10 @@ loop_group AS (
         sum(coalesce(total_wait_s, 0)) - arg_min(coalesce(total_wait_s, 0), (start_time, span_id)) AS wasted_wait_s,
         sum(attempts) AS attempts,
         -- A replayed keyed write ran nothing: asked, not executed.
-        count(*) FILTER (WHERE replayed) AS replays
+        count(*) FILTER (WHERE replayed) AS replays,
+        -- Calls known only from the model's request (source 'requested'): whether
+        -- they ran is unknown. Their answer ('requested') groups them apart.
+        count(*) FILTER (WHERE source = 'requested') AS requested
     FROM toolspan_finding_calls(scoped) AS c
     SEMI JOIN repeated_key AS k
         ON k.conversation_id = c.conversation_id
@@ -92,17 +95,26 @@ loop AS (
             'arguments', g.arguments,
             'answer', g.answer,
             'attempts', g.attempts,
-            'executions', g.count - g.replays,
+            'executions', g.count - g.replays - g.requested,
             'replays', g.replays,
+            'requested', g.requested,
             'wasted_ms', round(g.wasted_ms, 3),
             'wasted_wait_s', round(g.wasted_wait_s, 3),
-            'explanation', format(
-                '{} {} with the same arguments and got the same answer each time: '
-                || 'give the model that answer instead of letting it ask again (or block the repeat).',
-                coalesce(g.tool, '?'),
-                CASE WHEN g.replays = 0 THEN format('ran {} times', g.count)
-                     ELSE format('was asked {} times (ran {}, replayed {})',
-                                 g.count, g.count - g.replays, g.replays) END),
+            'explanation', CASE
+                WHEN g.requested > 0 THEN format(
+                    'The model requested {} {} times with the same arguments (no tool span '
+                    || 'was recorded, so whether each ran and what it answered is unknown): '
+                    || 'give the model the first answer instead of letting it ask again (or '
+                    || 'block the repeat).',
+                    coalesce(g.tool, '?'), g.count)
+                ELSE format(
+                    '{} {} with the same arguments and got the same answer each time: '
+                    || 'give the model that answer instead of letting it ask again (or block the repeat).',
+                    coalesce(g.tool, '?'),
+                    CASE WHEN g.replays = 0 THEN format('ran {} times', g.count)
+                         ELSE format('was asked {} times (ran {}, replayed {})',
+                                     g.count, g.count - g.replays, g.replays) END)
+            END,
             -- Other repeated calls of the same conversation over the same time: a cycle.
             'cycle_tools', (
                 SELECT list_sort(list(DISTINCT o.tool))
@@ -115,6 +127,7 @@ loop AS (
 ),
 -- duplicate_write: a write that executed successfully more than once for the
 -- same logical action (same idempotency key, else same tool and arguments).
+-- A requested call (status 'requested') executed nothing known: never evidence.
 -- Like loops, the repeated actions are found first, on narrow rows: a list
 -- with ORDER BY is an ordered aggregate, which buffers every row of its group
 -- in memory, and over every write of a 10M-span corpus that did not fit 512MB.
@@ -329,6 +342,7 @@ unread_repeat AS (
        AND r.tool IS NOT DISTINCT FROM u.tool
        AND r.args_fingerprint = u.args_fingerprint
        AND r.start_time >= u.end_time
+    -- attempts >= 1: a requested call (0 attempts) ran nothing, so it repeats no write.
     WHERE r.attempts >= 1 AND NOT r.replayed AND r.read_back IS NULL
       AND NOT (r.trace_id = u.trace_id AND r.span_id = u.span_id)
 ),

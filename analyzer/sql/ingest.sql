@@ -110,7 +110,7 @@ SELECT
     -- HUGEINT: the difference of two valid BIGINT times can overflow a BIGINT.
     (end_ns::HUGEINT - start_ns) / 1e6 AS duration_ms,
     status_code, status_message, service_name, scope_name, attribute_shape, attribute_vals,
-    source_file, exception_type
+    source_file, exception_type, event_arguments, event_result
 FROM stage
 WHERE has_span;
 

@@ -139,6 +139,20 @@ SELECT
         lambda e: coalesce(
             nullif(list_filter(e.attributes, lambda a: a.key = 'exception.type')[1].value.stringValue, ''),
             'exception'))[1] AS exception_type,
+    -- Strands Agents writes a tool call's arguments and result only in its
+    -- execute_tool span's events (gen_ai.tool.message content, gen_ai.choice
+    -- message): kept for those spans alone (other spans' events repeat the
+    -- conversation's messages).
+    CASE WHEN starts_with(s.name, 'execute_tool') THEN
+        list_filter(
+            list_filter(s.events, lambda e: e.name = 'gen_ai.tool.message')[1].attributes,
+            lambda a: a.key = 'content')[1].value.stringValue
+    END AS event_arguments,
+    CASE WHEN starts_with(s.name, 'execute_tool') THEN
+        list_filter(
+            list_filter(s.events, lambda e: e.name = 'gen_ai.choice')[1].attributes,
+            lambda a: a.key = 'message')[1].value.stringValue
+    END AS event_result,
     -- On the first row of each group of spans (the slow paths: on every row,
     -- the span's own list): the key lists the shapes stand for.
     CASE WHEN slow THEN [list_transform(s.attributes, lambda a: a.key)] ELSE group_key_lists END AS attribute_key_lists,

@@ -42,7 +42,11 @@ CREATE TABLE IF NOT EXISTS span_rows (
     source_file VARCHAR,
     -- The first exception event's exception.type, 'exception' when it has
     -- none (read_batch.sql): events are not kept otherwise.
-    exception_type VARCHAR
+    exception_type VARCHAR,
+    -- An execute_tool span's gen_ai.tool.message event content and
+    -- gen_ai.choice event message (Strands Agents' arguments and result).
+    event_arguments VARCHAR,
+    event_result VARCHAR
 );
 
 -- name: attribute_shapes
