@@ -111,6 +111,69 @@ _EXCEPTION_TYPES = {
     "json": "arrayMap((n, a) -> if(n = 'exception', coalesce(nullIf(CAST(a.exception.type, "
     "'Nullable(String)'), ''), 'exception'), ''), Events.Name, Events.Attributes)",
 }
+# An execute_tool span's first event of a name, one attribute of it as text
+# (NULL when absent): Strands Agents' arguments and result (read_batch.sql).
+_EVENT_ATTRIBUTE = {
+    "map": "nullIf(Events.Attributes[indexOf(Events.Name, '{event}')]['{key}'], '')",
+    "json": "CAST(Events.Attributes[indexOf(Events.Name, '{event}')].{key}, 'Nullable(String)')",
+}
+# The model's requested tool calls in the flattened output messages of an LLM
+# span (derive.sql, requested_positions): any key of one, and the name keys.
+_FLAT_REQUEST_KEY = (
+    "'^(llm[.]output_messages[.][0-9]+[.]message[.]tool_calls[.][0-9]+[.]tool_call[.]"
+    "(function[.]name|function[.]arguments|id)"
+    "|gen_ai[.]completion[.][0-9]+[.]tool_calls[.][0-9]+[.](name|arguments|id))$'"
+)
+_FLAT_REQUEST_NAME = (
+    "'^(llm[.]output_messages[.][0-9]+[.]message[.]tool_calls[.][0-9]+[.]tool_call[.]function[.]name"
+    "|gen_ai[.]completion[.][0-9]+[.]tool_calls[.][0-9]+[.]name)$'"
+)
+_ATTRIBUTE_KEYS = {"map": "SpanAttributes.keys", "json": "JSONAllPaths(SpanAttributes)"}
+
+
+def _map_value(key: str) -> str:
+    return f"arrayElementOrNull(SpanAttributes.values, indexOf(SpanAttributes.keys, {key}))"
+
+
+def _json_calls(parent: tuple[str, ...], calls: tuple[str, ...], fields: tuple[str, ...]) -> str:
+    """The (name, id, arguments) of every call below ``parent`` (the JSON layout
+    nests a dotted key: its text is objects keyed "0", "1", ...)."""
+    path = ", ".join(f"'{p}'" for p in parent)
+    inner = ", ".join(f"'{p}'" for p in calls)
+    values = ", ".join(
+        f"JSONExtract(c.2, {', '.join(repr(f) for f in field.split('.'))}, 'Nullable(String)')"
+        for field in fields
+    )
+    return (
+        f"arrayFlatten(arrayMap(m -> arrayMap(c -> ({values}), "
+        f"JSONExtractKeysAndValuesRaw(m.2, {inner})), "
+        f"JSONExtractKeysAndValuesRaw(toJSONString(SpanAttributes), {path})))"
+    )
+
+
+# A name key's id and arguments keys (OpenInference's function.name, OpenLLMetry's name).
+_ID_KEY = "replaceRegexpOne(k, '(function[.])?name$', 'id')"
+_ARGUMENTS_KEY = "replaceRegexpOne(k, 'name$', 'arguments')"
+# (name, id, arguments) of each requested call, per layout: the Map's keys are
+# the flat attribute keys; the JSON layout's text nests them.
+_FLAT_REQUESTS = {
+    "map": (
+        f"arrayMap(k -> ({_map_value('k')}, "
+        f"{_map_value(_ID_KEY)}, {_map_value(_ARGUMENTS_KEY)}), "
+        f"arrayFilter(k -> match(k, {_FLAT_REQUEST_NAME}), SpanAttributes.keys))"
+    ),
+    "json": (
+        "arrayConcat("
+        + _json_calls(
+            ("llm", "output_messages"),
+            ("message", "tool_calls"),
+            ("tool_call.function.name", "tool_call.id", "tool_call.function.arguments"),
+        )
+        + ", "
+        + _json_calls(("gen_ai", "completion"), ("tool_calls",), ("name", "id", "arguments"))
+        + ")"
+    ),
+}
 # How deep canonical JSON sorts keys; deeper values compare as written.
 CANONICAL_DEPTH = 6
 
@@ -628,6 +691,13 @@ class ClickHouseAnalyzer:
         return Template(sql).substitute(
             source=source,
             exception_types=_EXCEPTION_TYPES[self.layout],
+            event_arguments=_EVENT_ATTRIBUTE[self.layout].format(
+                event="gen_ai.tool.message", key="content"
+            ),
+            event_result=_EVENT_ATTRIBUTE[self.layout].format(event="gen_ai.choice", key="message"),
+            flat_request_key=_FLAT_REQUEST_KEY,
+            flat_requests=_FLAT_REQUESTS[self.layout],
+            attribute_keys=_ATTRIBUTE_KEYS[self.layout],
             range=self._range_sql() if range_sql is None else range_sql,
             write_tools=write_tools,
             min_repeats=min_repeats,

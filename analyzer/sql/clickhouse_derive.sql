@@ -13,144 +13,190 @@
 -- name: tool_spans
 -- Ids are the exporter's lowercase hex, compared as written.
 -- Tool spans of every instrumentation (toolspan call and attempt spans, GenAI
--- execute_tool spans, OpenInference TOOL spans), once per trace and span id
--- however often the collector delivered them. Only these rows are read on.
+-- execute_tool spans, OpenInference TOOL spans) and the model's requested tool
+-- calls in LLM spans (derive.sql, extract_requested_calls: one row per
+-- request, request_no 1, 2, ...; a tool span's row has request_no 0), once per
+-- trace and span id however often the collector delivered them. Only these
+-- rows are read on.
 SELECT
     trace_id,
     span_id,
+    request_no,
     parent_span_id,
     multiIf(
+        is_request, 'requested',
         a_attempt IS NOT NULL, 'attempt',
         scope_name = 'toolspan' OR a_status IS NOT NULL, 'toolspan',
         a_oi_kind = 'TOOL', 'openinference',
         name = 'ai.toolCall', 'vercel',
         'genai') AS source,
-    coalesce(a_tool_name, a_oi_tool_name, a_vercel_tool_name, nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), '')) AS tool,
-    coalesce(a_call_id, a_oi_call_id, a_vercel_call_id) AS call_id,
+    if(is_request, request.1,
+       coalesce(a_tool_name, a_oi_tool_name, a_vercel_tool_name, nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), ''))) AS tool,
+    if(is_request, request.2, coalesce(a_call_id, a_oi_call_id, a_vercel_call_id)) AS call_id,
     coalesce(a_conversation, a_session, a_vercel_session) AS conversation_attr,
-    a_request_id AS request_id,
-    a_turn_id AS turn_id,
-    a_side_effect AS side_effect_attr,
-    a_key AS idempotency_key,
-    accurateCastOrNull(a_replayed, 'Bool') AS replayed,
-    if(a_args_hash IS NOT NULL, a_args_hash, fingerprints[1]) AS args_fingerprint,
-    arguments_text AS arguments,
-    a_result_hash AS result_hash,
+    -- A request carries nothing of its LLM span but its ids, conversation and end.
+    if(is_request, NULL, a_request_id) AS request_id,
+    if(is_request, NULL, a_turn_id) AS turn_id,
+    if(is_request, NULL, a_side_effect) AS side_effect_attr,
+    if(is_request, NULL, a_key) AS idempotency_key,
+    if(is_request, NULL, accurateCastOrNull(a_replayed, 'Bool')) AS replayed,
+    if(a_args_hash IS NOT NULL AND NOT is_request, a_args_hash, fingerprints[1]) AS args_fingerprint,
+    call_arguments AS arguments,
+    if(is_request, NULL, a_result_hash) AS result_hash,
     fingerprints[2] AS result_fingerprint,
-    a_status AS status_attr,
+    if(is_request, NULL, a_status) AS status_attr,
     -- Failures as derive.sql reads them: toolspan's code, error.type, else the
     -- exception event's type or a LangChain ToolMessage with status "error".
-    coalesce(
+    if(is_request, NULL, coalesce(
         a_error_code, a_error_type,
         if(a_status IS NULL AND scope_name <> 'toolspan',
-           coalesce(exception_type, if(result_failed, 'tool_error', NULL)), NULL)) AS error_code,
-    accurateCastOrNull(a_retryable, 'Bool') AS retryable,
-    toInt64OrNull(a_attempts) AS attempts_attr,
-    toFloat64OrNull(a_total_wait_s) AS total_wait_s,
-    toFloat64OrNull(a_retry_after_s) AS retry_after_s,
-    a_initiator AS retry_initiator,
-    toInt64OrNull(a_attempt) AS attempt,
-    a_outcome AS outcome,
-    a_read_back AS read_back,
-    a_resource_key AS resource_key,
-    a_keys_honoured AS keys_honoured,
-    toFloat64OrNull(a_delay_s) AS delay_s,
-    toFloat64OrNull(a_elapsed_wait_s) AS elapsed_wait_s,
-    a_error_type AS error_type,
-    toInt64OrNull(a_http_status) AS http_status,
-    status_code,
-    -- Microseconds, truncated, as the DuckDB path stores them.
-    fromUnixTimestamp64Micro(intDiv(start_ns, 1000), 'UTC') AS start_time,
+           coalesce(exception_type, if(result_failed, 'tool_error', NULL)), NULL))) AS error_code,
+    if(is_request, NULL, accurateCastOrNull(a_retryable, 'Bool')) AS retryable,
+    if(is_request, NULL, toInt64OrNull(a_attempts)) AS attempts_attr,
+    if(is_request, NULL, toFloat64OrNull(a_total_wait_s)) AS total_wait_s,
+    if(is_request, NULL, toFloat64OrNull(a_retry_after_s)) AS retry_after_s,
+    if(is_request, NULL, a_initiator) AS retry_initiator,
+    if(is_request, NULL, toInt64OrNull(a_attempt)) AS attempt,
+    if(is_request, NULL, a_outcome) AS outcome,
+    if(is_request, NULL, a_read_back) AS read_back,
+    if(is_request, NULL, a_resource_key) AS resource_key,
+    if(is_request, NULL, a_keys_honoured) AS keys_honoured,
+    if(is_request, NULL, toFloat64OrNull(a_delay_s)) AS delay_s,
+    if(is_request, NULL, toFloat64OrNull(a_elapsed_wait_s)) AS elapsed_wait_s,
+    if(is_request, NULL, a_error_type) AS error_type,
+    if(is_request, NULL, toInt64OrNull(a_http_status)) AS http_status,
+    if(is_request, 'UNSET', status_code) AS status_code,
+    -- Microseconds, truncated, as the DuckDB path stores them; a request at
+    -- its LLM span's end, without a duration (nothing ran).
+    fromUnixTimestamp64Micro(intDiv(if(is_request, start_ns + duration_ns, start_ns), 1000), 'UTC') AS start_time,
     fromUnixTimestamp64Micro(intDiv(start_ns + duration_ns, 1000), 'UTC') AS end_time,
-    duration_ns / 1e6 AS duration_ms
+    if(is_request, NULL, duration_ns / 1e6) AS duration_ms
 FROM (
     SELECT
-        TraceId AS trace_id,
-        SpanId AS span_id,
-        nullIf(ParentSpanId, '') AS parent_span_id,
-        toValidUTF8(SpanName) AS name,
-        ScopeName AS scope_name,
-        upper(StatusCode) AS status_code,
-        toUnixTimestamp64Nano(Timestamp) AS start_ns,
-        toInt64(Duration) AS duration_ns,
-        -- Text that leaves ClickHouse must be valid UTF-8 (a driver would turn it
-        -- into hex): invalid sequences become U+FFFD, as a JSON decoder does.
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempt')) AS a_attempt,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.status')) AS a_status,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'openinference.span.kind')) AS a_oi_kind,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.name')) AS a_tool_name,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'tool.name')) AS a_oi_tool_name,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.id')) AS a_call_id,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'tool_call.id')) AS a_oi_call_id,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.name')) AS a_vercel_tool_name,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.id')) AS a_vercel_call_id,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'ai.telemetry.metadata.sessionId')) AS a_vercel_session,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.conversation.id')) AS a_conversation,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'session.id')) AS a_session,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.request.id')) AS a_request_id,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.turn.id')) AS a_turn_id,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.side_effect')) AS a_side_effect,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.key')) AS a_key,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.replayed')) AS a_replayed,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.args.hash')) AS a_args_hash,
-        -- NULL when not recorded: empty, or OpenInference's placeholder with
-        -- content capture off (derive.sql, toolspan_recorded).
-        if(trimBoth(ifNull(arguments_raw, '')) IN ('', '__REDACTED__'), NULL, arguments_raw) AS arguments_text,
-        if(trimBoth(ifNull(result_raw, '')) IN ('', '__REDACTED__'), NULL, result_raw) AS result_text,
-        coalesce(
-            toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.arguments')),
-            toValidUTF8(toolspan_attr(SpanAttributes, 'input.value')),
-            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.args'))) AS arguments_raw,
-        coalesce(
-            toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.result')),
-            toValidUTF8(toolspan_attr(SpanAttributes, 'output.value')),
-            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.result'))) AS result_raw,
-        -- A LangChain ToolMessage as the result, its failure, and what the
-        -- fingerprints read (derive.sql, tool_span).
-        multiIf(
-            JSONHas(result_text, 'output', 'lc'), JSONExtractRaw(result_text, 'output', 'kwargs'),
-            JSONHas(result_text, 'lc'), JSONExtractRaw(result_text, 'kwargs'),
-            JSONExtractString(result_text, 'type') = 'tool' AND JSONHas(result_text, 'data', 'tool_call_id'),
-                JSONExtractRaw(result_text, 'data'),
-            NULL) AS result_message,
-        JSONExtractString(result_message, 'status') = 'error' AS result_failed,
-        if(JSONHas(result_message, 'content'), JSONExtractRaw(result_message, 'content'), result_text) AS result_value,
-        if(JSONHas(arguments_text, 'inputs')
-               AND (JSONHas(arguments_text, 'metadata') OR JSONHas(arguments_text, 'tags')),
-           JSONExtractRaw(arguments_text, 'inputs'), arguments_text) AS arguments_value,
-        -- The first exception event's exception.type ('exception' when it names none).
-        toValidUTF8(nullIf(arrayFirst(t -> t <> '', $exception_types), '')) AS exception_type,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.result.hash')) AS a_result_hash,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.error_code')) AS a_error_code,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'error.type')) AS a_error_type,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retryable')) AS a_retryable,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempts')) AS a_attempts,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.total_wait_s')) AS a_total_wait_s,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry_after_s')) AS a_retry_after_s,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.initiator')) AS a_initiator,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempt.outcome')) AS a_outcome,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.read_back')) AS a_read_back,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.resource.key')) AS a_resource_key,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.tool.keys_honoured')) AS a_keys_honoured,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.delay_s')) AS a_delay_s,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.elapsed_wait_s')) AS a_elapsed_wait_s,
-        toValidUTF8(toolspan_attr(SpanAttributes, 'http.response.status_code')) AS a_http_status,
+        *,
+        row.1 AS request_no,
+        row.1 > 0 AS is_request,
+        row.2 AS request,
+        if(is_request, request.3, arguments_text) AS call_arguments,
+        if(is_request, request.3, arguments_value) AS fingerprinted_arguments,
         -- The arguments' and the result's fingerprints through one canonical-JSON
         -- expression (ClickHouse's planning time grows with a statement's length);
         -- each only where no hash is given (NULL skips it): a result captured
         -- beside its hash was 1.3 s of 1.9 s on 1M spans.
         arrayMap(text -> lower(hex(SHA256(toolspan_canonical_json(text)))),
-                 [if(a_args_hash IS NULL, arguments_value, NULL),
-                  if(a_result_hash IS NULL, result_value, NULL)]) AS fingerprints
-    FROM $source
-    WHERE $range
-      AND (toolspan_has(SpanAttributes, 'toolspan.attempt')
-           OR toolspan_attr(SpanAttributes, 'gen_ai.operation.name') = 'execute_tool'
-           OR startsWith(SpanName, 'execute_tool')
-           OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'
-           -- Vercel AI SDK <= 6 (experimental_telemetry).
-           OR SpanName = 'ai.toolCall')
-    LIMIT 1 BY TraceId, SpanId
+                 [if(a_args_hash IS NULL OR is_request, fingerprinted_arguments, NULL),
+                  if(a_result_hash IS NULL AND NOT is_request, result_value, NULL)]) AS fingerprints
+    FROM (
+        SELECT
+            TraceId AS trace_id,
+            SpanId AS span_id,
+            nullIf(ParentSpanId, '') AS parent_span_id,
+            toValidUTF8(SpanName) AS name,
+            ScopeName AS scope_name,
+            upper(StatusCode) AS status_code,
+            toUnixTimestamp64Nano(Timestamp) AS start_ns,
+            toInt64(Duration) AS duration_ns,
+            -- Text that leaves ClickHouse must be valid UTF-8 (a driver would turn it
+            -- into hex): invalid sequences become U+FFFD, as a JSON decoder does.
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempt')) AS a_attempt,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.status')) AS a_status,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'openinference.span.kind')) AS a_oi_kind,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.name')) AS a_tool_name,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'tool.name')) AS a_oi_tool_name,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.id')) AS a_call_id,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'tool_call.id')) AS a_oi_call_id,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.name')) AS a_vercel_tool_name,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.id')) AS a_vercel_call_id,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.telemetry.metadata.sessionId')) AS a_vercel_session,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.conversation.id')) AS a_conversation,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'session.id')) AS a_session,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.request.id')) AS a_request_id,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.turn.id')) AS a_turn_id,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.side_effect')) AS a_side_effect,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.key')) AS a_key,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.replayed')) AS a_replayed,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.args.hash')) AS a_args_hash,
+            -- NULL when not recorded: empty, or OpenInference's (Strands') placeholder
+            -- with content capture off (derive.sql, toolspan_recorded).
+            if(trimBoth(ifNull(arguments_raw, '')) IN ('', '__REDACTED__', '[REDACTED]'), NULL, arguments_raw) AS arguments_text,
+            if(trimBoth(ifNull(result_raw, '')) IN ('', '__REDACTED__', '[REDACTED]'), NULL, result_raw) AS result_text,
+            -- Strands Agents' events last (derive.sql, tool_span).
+            coalesce(
+                toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.arguments')),
+                toValidUTF8(toolspan_attr(SpanAttributes, 'input.value')),
+                toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.args')),
+                if(startsWith(SpanName, 'execute_tool'), toValidUTF8($event_arguments), NULL)) AS arguments_raw,
+            coalesce(
+                toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.result')),
+                toValidUTF8(toolspan_attr(SpanAttributes, 'output.value')),
+                toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.result')),
+                if(startsWith(SpanName, 'execute_tool'), toValidUTF8($event_result), NULL)) AS result_raw,
+            -- A LangChain ToolMessage as the result, its failure, and what the
+            -- fingerprints read (derive.sql, tool_span).
+            multiIf(
+                JSONHas(result_text, 'output', 'lc'), JSONExtractRaw(result_text, 'output', 'kwargs'),
+                JSONHas(result_text, 'lc'), JSONExtractRaw(result_text, 'kwargs'),
+                JSONExtractString(result_text, 'type') = 'tool' AND JSONHas(result_text, 'data', 'tool_call_id'),
+                    JSONExtractRaw(result_text, 'data'),
+                NULL) AS result_message,
+            JSONExtractString(result_message, 'status') = 'error' AS result_failed,
+            if(JSONHas(result_message, 'content'), JSONExtractRaw(result_message, 'content'), result_text) AS result_value,
+            if(JSONHas(arguments_text, 'inputs')
+                   AND (JSONHas(arguments_text, 'metadata') OR JSONHas(arguments_text, 'tags')),
+               JSONExtractRaw(arguments_text, 'inputs'), arguments_text) AS arguments_value,
+            -- The first exception event's exception.type ('exception' when it names none).
+            toValidUTF8(nullIf(arrayFirst(t -> t <> '', $exception_types), '')) AS exception_type,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.result.hash')) AS a_result_hash,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.error_code')) AS a_error_code,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'error.type')) AS a_error_type,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retryable')) AS a_retryable,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempts')) AS a_attempts,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.total_wait_s')) AS a_total_wait_s,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry_after_s')) AS a_retry_after_s,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.initiator')) AS a_initiator,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempt.outcome')) AS a_outcome,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.read_back')) AS a_read_back,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.resource.key')) AS a_resource_key,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.tool.keys_honoured')) AS a_keys_honoured,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.delay_s')) AS a_delay_s,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.retry.elapsed_wait_s')) AS a_elapsed_wait_s,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'http.response.status_code')) AS a_http_status,
+            (toolspan_has(SpanAttributes, 'toolspan.attempt')
+             OR toolspan_attr(SpanAttributes, 'gen_ai.operation.name') = 'execute_tool'
+             OR startsWith(SpanName, 'execute_tool')
+             OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'
+             -- Vercel AI SDK <= 6 (experimental_telemetry).
+             OR SpanName = 'ai.toolCall') AS is_tool_span,
+            -- The model's requested calls (name, id, arguments), as derive.sql's
+            -- requested_positions reads them: OpenInference's and OpenLLMetry's
+            -- flattened output messages ($flat_requests), else GenAI semconv's
+            -- gen_ai.output.messages parts of type tool_call. Output messages only.
+            arrayExists(k -> match(k, $flat_request_key), $attribute_keys) AS has_flat_requests,
+            arrayFilter(r -> r.1 IS NOT NULL, if(has_flat_requests, $flat_requests, arrayFlatten(arrayMap(
+                m -> arrayMap(
+                    part -> (
+                        JSONExtract(part, 'name', 'Nullable(String)'),
+                        JSONExtract(part, 'id', 'Nullable(String)'),
+                        if(JSONType(part, 'arguments') = 'String',
+                           JSONExtractString(part, 'arguments'), JSONExtractRaw(part, 'arguments'))),
+                    arrayFilter(part -> JSONExtractString(part, 'type') = 'tool_call', JSONExtractArrayRaw(m, 'parts'))),
+                JSONExtractArrayRaw(ifNull(toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.output.messages')), '')))))) AS requests,
+            arrayConcat(
+                if(is_tool_span, [(toUInt64(0), (NULL, NULL, NULL))], []),
+                arrayMap((r, i) -> (toUInt64(i), (toValidUTF8(r.1), toValidUTF8(r.2),
+                                    if(trimBoth(ifNull(r.3, '')) IN ('', '__REDACTED__', '[REDACTED]'), NULL, toValidUTF8(r.3)))),
+                         requests, arrayEnumerate(requests))) AS span_rows
+        FROM $source
+        WHERE $range
+          AND (toolspan_has(SpanAttributes, 'toolspan.attempt')
+               OR toolspan_attr(SpanAttributes, 'gen_ai.operation.name') = 'execute_tool'
+               OR startsWith(SpanName, 'execute_tool')
+               OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'
+               OR SpanName = 'ai.toolCall'
+               OR arrayExists(k -> match(k, $flat_request_key) OR k = 'gen_ai.output.messages', $attribute_keys))
+        LIMIT 1 BY TraceId, SpanId
+    )
+    ARRAY JOIN span_rows AS row
 )
 
 -- name: trace_conversations
@@ -177,7 +223,8 @@ WITH call_key AS (
         trace_id, span_id, parent_span_id, call_id, tool,
         multiIf(source = 'toolspan', 3, source = 'genai', 2, 1) AS richness
     FROM _toolspan_tool_spans
-    WHERE source <> 'attempt'
+    -- Requested calls are matched below (executed_request).
+    WHERE source NOT IN ('attempt', 'requested')
 ),
 -- Only a span below the richest kind can be dominated: those few (none where
 -- every call is toolspan's) are the join's right side, which it holds in memory.
@@ -199,6 +246,41 @@ dominated AS (
     FROM call_key AS strong
     JOIN weak_key AS weak ON strong.trace_id = weak.trace_id AND strong.call_id = weak.call_id
     WHERE strong.richness > weak.richness AND isNotDistinctFrom(strong.tool, weak.tool)
+),
+-- A requested call that a tool span of the same trace stands for (derive.sql,
+-- forget_executed_requests): the same call id; or, where the ids do not tell
+-- (a tool span without an id or with one no request names, a request without
+-- one), a tool span of the same tool.
+requested_key AS (
+    SELECT trace_id, span_id, request_no, call_id, tool
+    FROM _toolspan_tool_spans
+    WHERE source = 'requested'
+),
+executed_key AS (
+    SELECT trace_id, call_id, tool
+    FROM _toolspan_tool_spans
+    WHERE source NOT IN ('attempt', 'requested')
+      AND trace_id IN (SELECT trace_id FROM requested_key)
+),
+loose_key AS (
+    SELECT trace_id, tool FROM executed_key
+    WHERE call_id IS NULL
+       OR (trace_id, call_id) NOT IN (
+           SELECT trace_id, call_id FROM requested_key WHERE call_id IS NOT NULL)
+),
+executed_request AS (
+    SELECT r.trace_id AS trace_id, r.span_id AS span_id, r.request_no AS request_no
+    FROM requested_key AS r
+    JOIN executed_key AS e ON e.trace_id = r.trace_id AND e.call_id = r.call_id
+    UNION DISTINCT
+    SELECT r.trace_id AS trace_id, r.span_id AS span_id, r.request_no AS request_no
+    FROM requested_key AS r
+    JOIN loose_key AS l ON l.trace_id = r.trace_id AND l.tool = r.tool
+    UNION DISTINCT
+    SELECT r.trace_id AS trace_id, r.span_id AS span_id, r.request_no AS request_no
+    FROM requested_key AS r
+    JOIN executed_key AS e ON e.trace_id = r.trace_id AND e.tool = r.tool
+    WHERE r.call_id IS NULL
 ),
 -- Attempt spans counted only for the calls that do not state their attempts
 -- (toolspan's do): the join holds its right side in memory, and counting every
@@ -231,8 +313,11 @@ call AS (
             c.side_effect_attr IS NOT NULL OR c.source = 'toolspan', c.side_effect_attr,
             notEmpty($write_tools), 'none',
             NULL) AS side_effect,
-        coalesce(c.status_attr, if(c.status_code = 'ERROR' OR c.error_code IS NOT NULL, 'error', 'succeeded')) AS status,
-        coalesce(c.attempts_attr, ac.attempts, if(c.source = 'toolspan', 0, 1)) AS attempts
+        coalesce(c.status_attr, multiIf(
+            c.source = 'requested', 'requested',
+            c.status_code = 'ERROR' OR c.error_code IS NOT NULL, 'error',
+            'succeeded')) AS status,
+        coalesce(c.attempts_attr, ac.attempts, if(c.source IN ('toolspan', 'requested'), 0, 1)) AS attempts
     FROM _toolspan_tool_spans AS c
     -- ANY: one row per key on the right (grouped by it), which ClickHouse then
     -- need not look past (12% of this statement on 10M spans).
@@ -240,15 +325,18 @@ call AS (
     LEFT ANY JOIN attempt_count AS ac ON ac.trace_id = c.trace_id AND ac.span_id = c.span_id
     WHERE c.source <> 'attempt'
       AND (c.trace_id, c.span_id) NOT IN (SELECT trace_id, span_id FROM dominated)
+      AND (c.trace_id, c.span_id, c.request_no) NOT IN (
+          SELECT trace_id, span_id, request_no FROM executed_request)
 )
 SELECT
     trace_id, span_id, parent_span_id, conversation_id, request_id, turn_id, tool, call_id,
     side_effect, idempotency_key, coalesce(replayed, false) AS replayed, args_fingerprint,
     arguments,
-    -- The loop answer: the result on success, the error code on failure.
-    if(status = 'succeeded',
-       coalesce(result_hash, result_fingerprint, 'ok'),
-       coalesce(error_code, status_code)) AS answer,
+    -- The loop answer: the result on success, the error code on failure,
+    -- 'requested' for a requested call (derive.sql, insert_tool_calls).
+    multiIf(status = 'succeeded', coalesce(result_hash, result_fingerprint, 'ok'),
+            status = 'requested', 'requested',
+            coalesce(error_code, status_code)) AS answer,
     coalesce(result_hash, result_fingerprint) AS result_hash,
     status, error_code, retryable, attempts, total_wait_s, retry_after_s, retry_initiator,
     start_time, end_time, duration_ms, source, read_back, resource_key, keys_honoured

@@ -34,7 +34,9 @@ loop_group AS (
         sum(coalesce(total_wait_s, 0)) - argMin(coalesce(total_wait_s, 0), (start_time, span_id)) AS wasted_wait_s,
         sum(attempts) AS attempts,
         -- A replayed keyed write ran nothing: asked, not executed.
-        countIf(replayed) AS replays
+        countIf(replayed) AS replays,
+        -- Calls known only from the model's request (findings.sql).
+        countIf(source = 'requested') AS requested
     FROM tool_calls
     WHERE (conversation_id, tool, args_fingerprint, answer) IN (SELECT * FROM repeated_key)
     GROUP BY conversation_id, tool, args_fingerprint, answer
@@ -44,21 +46,29 @@ loop AS (
         'loop' AS kind, conversation_id, tool, CAST(NULL, 'Nullable(String)') AS idempotency_key,
         count, span_ids, trace_ids, first_seen, last_seen,
         toJSONString(CAST(
-            (args_fingerprint, arguments, answer, attempts, count - replays, replays,
-             round(wasted_ms, 3), round(wasted_wait_s, 3),
-             format(
-                 '{} {} with the same arguments and got the same answer each time: '
-                 || 'give the model that answer instead of letting it ask again (or block the repeat).',
-                 coalesce(tool, '?'),
-                 if(replays = 0, format('ran {} times', toString(count)),
-                    format('was asked {} times (ran {}, replayed {})',
-                           toString(count), toString(count - replays), toString(replays)))),
+            (args_fingerprint, arguments, answer, attempts, count - replays - requested, replays,
+             requested, round(wasted_ms, 3), round(wasted_wait_s, 3),
+             if(requested > 0,
+                format(
+                    'The model requested {} {} times with the same arguments (no tool span '
+                    || 'was recorded, so whether each ran and what it answered is unknown): '
+                    || 'give the model the first answer instead of letting it ask again (or '
+                    || 'block the repeat).',
+                    coalesce(tool, '?'), toString(count)),
+                format(
+                    '{} {} with the same arguments and got the same answer each time: '
+                    || 'give the model that answer instead of letting it ask again (or block the repeat).',
+                    coalesce(tool, '?'),
+                    if(replays = 0, format('ran {} times', toString(count)),
+                       format('was asked {} times (ran {}, replayed {})',
+                              toString(count), toString(count - replays), toString(replays))))),
              -- Other repeated calls of the same conversation over the same time: a cycle.
              arraySort(arrayDistinct(arrayMap(o -> o.1, arrayFilter(
                  o -> o.2 <= last_seen AND first_seen <= o.3,
                  groupArray((tool, first_seen, last_seen)) OVER (PARTITION BY conversation_id)))))),
             'Tuple(args_fingerprint Nullable(String), arguments Nullable(String), answer Nullable(String),
-                   attempts Int64, executions Int64, replays Int64, wasted_ms Float64,
+                   attempts Int64, executions Int64, replays Int64, requested Int64,
+                   wasted_ms Nullable(Float64),
                    wasted_wait_s Float64, explanation String,
                    cycle_tools Array(Nullable(String)))')) AS detail
     FROM loop_group

@@ -13,7 +13,8 @@
 CREATE TABLE IF NOT EXISTS $db._toolspan_tool_span_rows
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(start_time)
-ORDER BY (trace_id, span_id)
+-- request_no: the model's requested calls of one LLM span are rows of their own.
+ORDER BY (trace_id, span_id, request_no)
 COMMENT '$tool_spans_version'
 EMPTY AS $tool_spans
 

@@ -258,8 +258,10 @@ flat_key AS (
 flat AS (
     SELECT
         shape,
-        coalesce(nullif(m.oi_message, ''), m.ll_message)::BIGINT AS message_no,
-        coalesce(nullif(m.oi_call, ''), m.ll_call)::BIGINT AS call_no,
+        m.oi_field <> '' AS openinference,
+        -- The indices as written: only grouped on, never a number (no overflow).
+        coalesce(nullif(m.oi_message, ''), m.ll_message) AS message_no,
+        coalesce(nullif(m.oi_call, ''), m.ll_call) AS call_no,
         replace(coalesce(nullif(m.oi_field, ''), m.ll_field), 'function.', '') AS field,
         pos
     FROM flat_key
@@ -267,7 +269,7 @@ flat AS (
 ),
 flat_call AS (
     SELECT
-        shape AS attribute_shape, message_no, call_no,
+        shape AS attribute_shape, openinference, message_no, call_no,
         max(pos) FILTER (WHERE field = 'name') AS name_pos,
         max(pos) FILTER (WHERE field = 'arguments') AS arguments_pos,
         max(pos) FILTER (WHERE field = 'id') AS id_pos,
@@ -279,7 +281,7 @@ SELECT * FROM flat_call
 UNION ALL
 -- The JSON messages only where no flattened call is named: an instrumentation
 -- writing both would count each call twice.
-SELECT shape, NULL, NULL, NULL, NULL, NULL, pos
+SELECT shape, NULL, NULL::VARCHAR, NULL::VARCHAR, NULL, NULL, NULL, pos
 FROM shape_key
 WHERE key = 'gen_ai.output.messages' AND shape NOT IN (SELECT attribute_shape FROM flat_call);
 
@@ -326,14 +328,14 @@ message_list AS (
 message AS (
     SELECT * EXCLUDE (messages),
            unnest(json_extract(messages, '$[*]')) AS message,
-           generate_subscripts(json_extract(messages, '$[*]'), 1) - 1 AS message_no
+           (generate_subscripts(json_extract(messages, '$[*]'), 1) - 1)::VARCHAR AS message_no
     FROM message_list
     WHERE json_valid(messages) AND json_type(messages) = 'ARRAY'
 ),
 part AS (
     SELECT * EXCLUDE (message),
            unnest(json_extract(message, '$.parts[*]')) AS part,
-           generate_subscripts(json_extract(message, '$.parts[*]'), 1) - 1 AS call_no
+           (generate_subscripts(json_extract(message, '$.parts[*]'), 1) - 1)::VARCHAR AS call_no
     FROM message
     WHERE json_type(message, '$.parts') = 'ARRAY'
 ),

@@ -34,27 +34,11 @@ FOLDERS = sorted(p.name for p in FIXTURES.iterdir() if (p / "labels.json").is_fi
 # Found = (kind, tool, scenario): a scenario is one conversation of the script.
 Key = tuple[str, str | None, str]
 
-# -- what today's analyzer gets wrong (the analyzer helper removes these) ---------
-REQUESTED = (
-    "the model's requested calls in LLM spans (gen_ai.output.messages,"
-    " llm.output_messages.N.message.tool_calls) are not read"
-)
+# -- what today's analyzer gets wrong (a fix removes its entry) ---------------------
 # Per check ("calls", "findings", "same": DuckDB and ClickHouse agree), the
-# folders today's analyzer fails and why.
-KNOWN_WRONG: dict[str, dict[str, str]] = {
-    "calls": {
-        "openai-openinference-on": REQUESTED,
-        "openai-openllmetry-on": REQUESTED,
-    },
-    "findings": {
-        "openai-openinference-on": REQUESTED + ": no loop",
-        "openai-openllmetry-on": REQUESTED + ": no loop",
-        "strands-on": "the arguments and result are in span events (gen_ai.tool.message"
-        " content, gen_ai.choice message), not read: every call is unverifiable, so the"
-        " loops and the duplicate_write are missed",
-    },
-    "same": {},
-}
+# folders today's analyzer fails and why. Empty since the requested calls of
+# LLM spans and Strands' span events are read.
+KNOWN_WRONG: dict[str, dict[str, str]] = {"calls": {}, "findings": {}, "same": {}}
 
 
 def _params(*checks: str) -> list[Any]:
