@@ -410,6 +410,7 @@ class Analyzer:
             )
             self._canonical_json_registered = True
         self._execute(_statement("derive", "fingerprint_tool_spans"))
+        self._execute(_statement("derive", "canonical_requested_arguments"))
 
     def summary(self) -> dict[str, Any]:
         """The summary figures: calls, attempts, retries, statuses by tool, waits, bad lines."""

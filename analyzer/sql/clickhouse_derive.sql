@@ -77,15 +77,19 @@ FROM (
         row.1 AS request_no,
         row.1 > 0 AS is_request,
         row.2 AS request,
-        if(is_request, request.3, arguments_text) AS call_arguments,
         if(is_request, request.3, arguments_value) AS fingerprinted_arguments,
-        -- The arguments' and the result's fingerprints through one canonical-JSON
-        -- expression (ClickHouse's planning time grows with a statement's length);
-        -- each only where no hash is given (NULL skips it): a result captured
-        -- beside its hash was 1.3 s of 1.9 s on 1M spans.
-        arrayMap(text -> lower(hex(SHA256(toolspan_canonical_json(text)))),
+        -- The arguments' and the result's canonical JSON through one expression
+        -- (ClickHouse's planning time grows with a statement's length); each only
+        -- where no hash is given (NULL skips it): a result captured beside its
+        -- hash was 1.3 s of 1.9 s on 1M spans.
+        arrayMap(text -> toolspan_canonical_json(text),
                  [if(a_args_hash IS NULL OR is_request, fingerprinted_arguments, NULL),
-                  if(a_result_hash IS NULL AND NOT is_request, result_value, NULL)]) AS fingerprints
+                  if(a_result_hash IS NULL AND NOT is_request, result_value, NULL)]) AS canonical_texts,
+        arrayMap(text -> lower(hex(SHA256(text))), canonical_texts) AS fingerprints,
+        -- A request's arguments as canonical JSON (derive.sql,
+        -- canonical_requested_arguments): the engines write a JSON object's
+        -- numbers each their own way (2.0 or 2).
+        if(is_request, canonical_texts[1], arguments_text) AS call_arguments
     FROM (
         SELECT
             TraceId AS trace_id,

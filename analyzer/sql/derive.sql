@@ -418,6 +418,14 @@ SET args_fingerprint = coalesce(args_fingerprint, sha256(toolspan_canonical_json
 WHERE (args_fingerprint IS NULL AND arguments_value IS NOT NULL)
    OR (result_text IS NOT NULL AND result_hash IS NULL);
 
+-- name: canonical_requested_arguments
+-- A requested call's arguments shown as canonical JSON, as the ClickHouse path
+-- shows them: a JSON object's numbers are written by each engine its own way
+-- (gen_ai.output.messages, DuckDB 2.0 where ClickHouse writes 2).
+UPDATE touched_tool_spans
+SET arguments = toolspan_canonical_json(arguments_value)
+WHERE source = 'requested' AND arguments_value IS NOT NULL;
+
 -- name: scope_old_conversations
 -- The conversations and keys of the calls about to be recomputed (findings.sql,
 -- toolspan_finding_calls): a call may change conversation (its agent span came
