@@ -74,8 +74,20 @@ def _attributes(values: dict[str, Any]) -> list[dict[str, Any]]:
 # without it: the trace's root span says it, or nobody does); toolspan's
 # spans inside a framework's GenAI execute_tool span of the same tool (one
 # call: the richer span wins); or a GenAI span alone (its arguments and
-# result fingerprinted from their text, spaced unlike canonical JSON).
-SHAPES = ("toolspan", "no_conversation", "wrapped", "genai")
+# result fingerprinted from their text, spaced unlike canonical JSON); no
+# tool span, only the model's request in an LLM span (OpenInference's flattened
+# output messages, or GenAI semconv's gen_ai.output.messages with a JSON
+# object of arguments whose numbers each engine writes its own way); or
+# Strands Agents' execute_tool span, its arguments and result in span events.
+SHAPES = (
+    "toolspan",
+    "no_conversation",
+    "wrapped",
+    "genai",
+    "requested",
+    "requested_json",
+    "strands",
+)
 
 
 def _span(trace: str, span_id: str, name: str, call: Call | None, **fields: Any) -> dict[str, Any]:
@@ -103,6 +115,8 @@ def _spans(call: Call, *, stated: bool, shape: str, trace: str, root: str) -> li
         "gen_ai.tool.call.id": "call_" + call_id,
         "gen_ai.tool.call.arguments": arguments,
     }
+    if shape in ("requested", "requested_json", "strands"):
+        return [_foreign_span(call, shape, trace=trace, root=root, call_id=call_id)]
     if shape == "genai":
         attributes = {
             **genai,
@@ -188,6 +202,97 @@ def _spans(call: Call, *, stated: bool, shape: str, trace: str, root: str) -> li
     return spans
 
 
+# The instrumentation scope of the shapes recorded without toolspan.
+_SCOPES = {
+    "requested": "openinference.instrumentation.openai",
+    "requested_json": "opentelemetry.instrumentation.openai.v1",
+    "strands": "strands.telemetry.tracer",
+}
+
+
+def _foreign_span(call: Call, shape: str, *, trace: str, root: str, call_id: str) -> dict[str, Any]:
+    """The one span of a call ``shape`` records without toolspan: the LLM span
+    requesting it, or Strands' tool span."""
+    succeeded = call.status == "succeeded"
+    arguments = {"a": call.args, "n": [1, 2.0]}
+    if shape == "requested":
+        prefix = "llm.output_messages.0.message.tool_calls.0.tool_call."
+        attributes: dict[str, Any] = {
+            "openinference.span.kind": "LLM",
+            "session.id": call.conversation,
+            prefix + "function.name": call.tool,
+            prefix + "function.arguments": json.dumps(arguments),
+            prefix + "id": "call_" + call_id,
+        }
+        return _span(
+            trace,
+            call_id,
+            "ChatCompletion",
+            call,
+            parentSpanId=root,
+            attributes=_attributes(attributes),
+            status={"code": 1},
+        )
+    if shape == "requested_json":
+        part = {
+            "type": "tool_call",
+            "name": call.tool,
+            "id": "call_" + call_id,
+            "arguments": arguments,
+        }
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.conversation.id": call.conversation,
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [part]}]),
+            # The request echoed in the next chat's input: never counted.
+            "gen_ai.input.messages": json.dumps([{"role": "assistant", "parts": [part]}]),
+        }
+        return _span(
+            trace,
+            call_id,
+            "openai.chat",
+            call,
+            parentSpanId=root,
+            attributes=_attributes(attributes),
+            status={"code": 1},
+        )
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.tool,
+        "gen_ai.tool.call.id": "call_" + call_id,
+        "session.id": call.conversation,
+    }
+    events = [
+        {
+            "name": "gen_ai.tool.message",
+            "attributes": _attributes({"role": "tool", "content": json.dumps(arguments)}),
+        },
+        {
+            "name": "gen_ai.choice",
+            "attributes": _attributes(
+                {"message": json.dumps([{"text": f"{call.tool} {call.args}"}])}
+            ),
+        },
+    ]
+    if not succeeded:
+        events.append(
+            {
+                "name": "exception",
+                "attributes": _attributes({"exception.type": call.error_code or "failed"}),
+            }
+        )
+    return _span(
+        trace,
+        call_id,
+        f"execute_tool {call.tool}",
+        call,
+        parentSpanId=root,
+        attributes=_attributes(attributes),
+        events=events,
+        status={"code": 1 if succeeded else 2},
+    )
+
+
 def _request(spans: list[dict[str, Any]], scope: str = "toolspan") -> str:
     return json.dumps(
         {
@@ -227,7 +332,7 @@ def _write(
                 )
                 lines.append(_request([root], "agent"))
         spans = _spans(call, stated=stated[n], shape=shapes[n], trace=trace, root=traces[trace])
-        line = _request(spans)
+        line = _request(spans, _SCOPES.get(shapes[n], "toolspan"))
         lines += [line, line] if twice[n] else [line]  # the collector retried the export
     path.write_text("\n".join(lines) + "\n")
 
