@@ -409,8 +409,13 @@ class Analyzer:
                 side_effects=False,
             )
             self._canonical_json_registered = True
-        self._execute(_statement("derive", "fingerprint_tool_spans"))
-        self._execute(_statement("derive", "canonical_requested_arguments"))
+        self._derive(
+            [
+                "canonical_requested_arguments",
+                "fingerprint_requested_calls",
+                "fingerprint_tool_spans",
+            ]
+        )
 
     def summary(self) -> dict[str, Any]:
         """The summary figures: calls, attempts, retries, statuses by tool, waits, bad lines."""

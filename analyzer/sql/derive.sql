@@ -421,10 +421,17 @@ WHERE (args_fingerprint IS NULL AND arguments_value IS NOT NULL)
 -- name: canonical_requested_arguments
 -- A requested call's arguments shown as canonical JSON, as the ClickHouse path
 -- shows them: a JSON object's numbers are written by each engine its own way
--- (gen_ai.output.messages, DuckDB 2.0 where ClickHouse writes 2).
+-- (gen_ai.output.messages, DuckDB 2.0 where ClickHouse writes 2). Before
+-- fingerprint_tool_spans, which then has no requested call left to
+-- fingerprint: the canonical text is made once (fingerprint_requested_calls).
 UPDATE touched_tool_spans
 SET arguments = toolspan_canonical_json(arguments_value)
 WHERE source = 'requested' AND arguments_value IS NOT NULL;
+
+-- name: fingerprint_requested_calls
+UPDATE touched_tool_spans
+SET args_fingerprint = sha256(arguments)
+WHERE source = 'requested' AND arguments IS NOT NULL;
 
 -- name: scope_old_conversations
 -- The conversations and keys of the calls about to be recomputed (findings.sql,
