@@ -369,7 +369,7 @@ SELECT
     conversation_id,
     count() AS calls,
     sum(attempts) AS attempts,
-    countIf(status <> 'succeeded') AS failed_calls,
+    countIf(status NOT IN ('succeeded', 'requested')) AS failed_calls,
     min(start_time) AS first_seen,
     max(end_time) AS last_seen,
     arraySort(groupUniqArray(tool)) AS tools

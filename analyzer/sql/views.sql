@@ -29,7 +29,8 @@ SELECT
     conversation_id,
     count(*) AS calls,
     sum(attempts) AS attempts,
-    count(*) FILTER (WHERE status <> 'succeeded') AS failed_calls,
+    -- A requested call did not fail: nothing is known of how it ran.
+    count(*) FILTER (WHERE status NOT IN ('succeeded', 'requested')) AS failed_calls,
     min(start_time) AS first_seen,
     max(end_time) AS last_seen,
     list_sort(list(DISTINCT tool)) AS tools

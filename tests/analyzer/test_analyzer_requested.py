@@ -175,6 +175,13 @@ def test_identical_requests_are_one_loop_that_says_the_model_requested_them(
     assert json.loads(loop.detail["arguments"]) == {"order_id": "A1"}
 
 
+def test_requested_calls_are_not_failed_calls_of_their_conversation(tmp_path: Path) -> None:
+    with Analyzer() as az:
+        az.ingest([_identical_requests(tmp_path, count=4)])
+        rows = az.query("SELECT conversation_id, calls, attempts, failed_calls FROM conversations")
+    assert rows.rows == [("c-loop", 4, 0, 0)]
+
+
 def test_requests_with_varied_arguments_are_no_loop(tmp_path: Path) -> None:
     rec = Recorder()
     with rec.span("agent", **{"session.id": "c-varied"}):
