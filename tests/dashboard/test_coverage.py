@@ -20,9 +20,7 @@ from .traces import write_traces
 APP = Path(__file__).parents[2] / "dashboard" / "app.py"
 # Real LLM spans (the openai client + OpenLLMetry, content capture off) that
 # carry no tool call in any form (tests/analyzer/test_analyzer_coverage.py).
-NO_CALLS = (
-    Path(__file__).parents[1] / "analyzer" / "instrumentations" / "openai-openllmetry-off"
-)
+NO_CALLS = Path(__file__).parents[1] / "analyzer" / "instrumentations" / "openai-openllmetry-off"
 
 
 def _ingest(db: Path, *paths: Path) -> dict[str, Any]:
