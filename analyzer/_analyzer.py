@@ -28,6 +28,7 @@ from ._model import (
     IngestReport,
     QueryResult,
     collector_paused,
+    coverage,
     finding_from_row,
 )
 
@@ -418,7 +419,8 @@ class Analyzer:
         )
 
     def summary(self) -> dict[str, Any]:
-        """The summary figures: calls, attempts, retries, statuses by tool, waits, bad lines."""
+        """The summary figures: calls, attempts, retries, statuses by tool, waits, bad
+        lines, and the coverage (what was read, what was recognised in it)."""
         totals = self._named_row("totals")
         inputs = self._named_row("inputs")
         by_tool: dict[str, dict[str, int]] = {}
@@ -426,11 +428,16 @@ class Analyzer:
             _statement("summary", "statuses_by_tool")
         ).fetchall():
             by_tool.setdefault(tool, {})[status] = int(calls)
+        try:
+            cover = coverage_of(self._con)
+        except duckdb.Error as exc:
+            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
         return {
             **inputs,
             **totals,
             "scheduled_wait_s": float(totals["scheduled_wait_s"]),
             "statuses_by_tool": by_tool,
+            "coverage": cover,
         }
 
     def _named_row(self, name: str) -> dict[str, Any]:
@@ -795,6 +802,26 @@ class Analyzer:
                 _statement("ingest", "remember_bad_lines"),
                 [[b.path for b in bad], [b.line for b in bad], [b.reason for b in bad]],
             )
+
+
+def coverage_of(connection: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """The coverage of an analyzer database (docs/analyzer.md#coverage) on any
+    connection to it: the analyzer's own, or the dashboard's read-only one."""
+    cursor = connection.cursor()
+    try:
+        by_source = cursor.execute(_statement("summary", "calls_by_source")).fetchall()
+        cursor.execute(_statement("summary", "coverage"))
+        row = dict(
+            zip((d[0] for d in cursor.description or ()), cursor.fetchone() or (), strict=True)
+        )
+    finally:
+        cursor.close()
+    return coverage(
+        spans=row["spans"],
+        calls_by_source=dict(by_source),
+        genai=row,
+        unverifiable=row["unverifiable_calls"],
+    )
 
 
 def _megabytes(files: list[Path]) -> int:

@@ -32,6 +32,7 @@ from ._model import (
     Finding,
     QueryResult,
     collector_paused,
+    coverage,
     finding_from_row,
 )
 
@@ -585,12 +586,21 @@ class ClickHouseAnalyzer:
         by_tool: dict[str, dict[str, int]] = {}
         for tool, status, calls in self._rows(self._render(queries["statuses_by_tool"])):
             by_tool.setdefault(tool, {})[status] = int(calls)
+        by_source = self._rows(self._render(queries["calls_by_source"]))
         return {
             "table": self.table,
             **{k: int(v) for k, v in spans.items()},
             **{k: int(v) for k, v in totals.items() if k != "scheduled_wait_s"},
             "scheduled_wait_s": float(totals["scheduled_wait_s"]),
             "statuses_by_tool": by_tool,
+            # `spans` counts the rows in range, as the summary's; every other
+            # figure counts each span once.
+            "coverage": coverage(
+                spans=spans["spans"],
+                calls_by_source={source: int(calls) for source, calls in by_source},
+                genai=self._named_row(self._render(queries["genai_spans"])),
+                unverifiable=totals["unverifiable"],
+            ),
         }
 
     def tool_calls(self) -> QueryResult:

@@ -168,3 +168,28 @@ def _naive_utc(moment: datetime) -> datetime:
     # Times are naive UTC (DuckDB's TIMESTAMP values are); ClickHouse's come
     # with their time zone.
     return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def coverage(
+    *, spans: int, calls_by_source: dict[str, int], genai: dict[str, Any], unverifiable: int
+) -> dict[str, Any]:
+    """The summary's ``coverage`` object (docs/analyzer.md#coverage): what was
+    read and what was recognised in it, so that "no findings" can be told from
+    "nothing understood". Both engines build it here, from the same figures."""
+    return {
+        "spans": int(spans),
+        "tool_calls": {source: int(calls) for source, calls in calls_by_source.items()},
+        "genai_spans": int(genai["genai_spans"]),
+        "genai_spans_without_calls": int(genai["genai_spans_without_calls"]),
+        "unverifiable_calls": int(unverifiable),
+    }
+
+
+def unrecognised_genai_spans(summary: dict[str, Any]) -> int:
+    """How many GenAI-looking spans were read when no tool call was recognised
+    in any of them (0 otherwise, and when none was read): a silent zero, where
+    "no findings" means the analyzer understood nothing."""
+    cover = summary["coverage"]
+    if sum(cover["tool_calls"].values()):
+        return 0
+    return int(cover["genai_spans"])

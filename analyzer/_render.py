@@ -187,14 +187,42 @@ def findings_rows(findings: Sequence[Finding]) -> list[tuple[Any, ...]]:
 
 
 def summary_text(summary: dict[str, Any], *, markdown: bool = False) -> str:
-    """The summary figures as a key/value table plus statuses by tool."""
-    scalar = [(k, v) for k, v in summary.items() if k != "statuses_by_tool"]
+    """The summary figures as a key/value table, the coverage, and statuses by tool."""
+    scalar = [(k, v) for k, v in summary.items() if k not in ("statuses_by_tool", "coverage")]
     statuses = sorted({s for by in summary["statuses_by_tool"].values() for s in by})
     by_tool = [
         (tool, *(counts.get(s, 0) for s in statuses))
         for tool, counts in sorted(summary["statuses_by_tool"].items())
     ]
     parts = [table(("figure", "value"), scalar, markdown=markdown)]
+    if "coverage" in summary:
+        parts.append(
+            table(("coverage", "value"), coverage_rows(summary["coverage"]), markdown=markdown)
+        )
     if by_tool:
         parts.append(table(("tool", *statuses), by_tool, markdown=markdown))
     return "\n\n".join(parts)
+
+
+def coverage_rows(cover: dict[str, Any]) -> list[tuple[str, int]]:
+    """The coverage object as (figure, value) rows: one per source of tool calls
+    (a source none was found from is not listed)."""
+    return [
+        ("spans read", cover["spans"]),
+        ("GenAI spans", cover["genai_spans"]),
+        ("GenAI spans in traces without a tool call", cover["genai_spans_without_calls"]),
+        *((f"tool calls from {source}", calls) for source, calls in cover["tool_calls"].items()),
+        *([("tool calls", 0)] if not cover["tool_calls"] else []),
+        ("calls with arguments not recorded (unverifiable)", cover["unverifiable_calls"]),
+    ]
+
+
+def coverage_line(cover: dict[str, Any]) -> str:
+    """The coverage in one line of plain text (the dashboard's caption)."""
+    by_source = ", ".join(f"{calls:,} {source}" for source, calls in cover["tool_calls"].items())
+    return (
+        f"{cover['spans']:,} spans read, {cover['genai_spans']:,} GenAI-looking"
+        f" ({cover['genai_spans_without_calls']:,} in traces without a tool call);"
+        f" tool calls: {by_source or 'none recognised'};"
+        f" {cover['unverifiable_calls']:,} with arguments not recorded (unverifiable)"
+    )

@@ -10,7 +10,14 @@ from typing import Any
 from . import _clickhouse, _render
 from ._analyzer import DEFAULT_IN_MEMORY_LIMIT, DEFAULT_MEMORY_LIMIT, Analyzer
 from ._errors import AnalyzerError
-from ._model import DEFAULT_MIN_REPEATS, FINDING_KINDS, Finding, IngestReport, QueryResult
+from ._model import (
+    DEFAULT_MIN_REPEATS,
+    FINDING_KINDS,
+    Finding,
+    IngestReport,
+    QueryResult,
+    unrecognised_genai_spans,
+)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -51,13 +58,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="KIND",
-        help=f"exit 1 when a finding of this kind exists ({', '.join(FINDING_KINDS)} or any)",
+        help=f"exit 1 when a finding of this kind exists ({', '.join(FINDING_KINDS)} or any),"
+        " or when GenAI spans were read but no tool call was recognised in them",
     )
     analyze.add_argument("--strict", action="store_true", help="fail on corrupt lines")
     analyze.add_argument(
         "--allow-empty",
         action="store_true",
-        help="exit 0 when the inputs hold no span at all (by default that is an error, exit 2)",
+        help="exit 0 when the inputs hold no span at all (by default that is an error, exit 2),"
+        " and let --fail-on pass when no tool call was recognised in the GenAI spans read",
     )
     analyze.set_defaults(handler=run_analyze)
 
@@ -192,7 +201,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:
         return _error(str(exc))
-    return _print_analysis(summary, findings, args.format, fail_on)
+    return _print_analysis(summary, findings, args, fail_on)
 
 
 def _analyze_clickhouse(args: argparse.Namespace, fail_on: list[str]) -> int:
@@ -219,12 +228,13 @@ def _analyze_clickhouse(args: argparse.Namespace, fail_on: list[str]) -> int:
             findings = az.findings(min_repeats=args.min_repeats)
     except AnalyzerError as exc:
         return _error(str(exc))
-    return _print_analysis(summary, findings, args.format, fail_on)
+    return _print_analysis(summary, findings, args, fail_on)
 
 
 def _print_analysis(
-    summary: dict[str, Any], findings: list[Finding], output: str, fail_on: list[str]
+    summary: dict[str, Any], findings: list[Finding], args: argparse.Namespace, fail_on: list[str]
 ) -> int:
+    output = args.format
     if output == "json":
         out: dict[str, Any] = {"summary": summary, "findings": [f.to_json() for f in findings]}
         print(_render.json_text(out))
@@ -239,7 +249,34 @@ def _print_analysis(
         print(_render.table(_render.FINDING_COLUMNS, rows, markdown=markdown) if rows else "none")
     kinds = {f.kind for f in findings}
     failed = bool(kinds & set(fail_on)) or ("any" in fail_on and bool(kinds))
-    return EXIT_FINDINGS if failed else EXIT_OK
+    return EXIT_FINDINGS if _silent_zero(summary, fail_on, args.allow_empty) or failed else EXIT_OK
+
+
+def _silent_zero(summary: dict[str, Any], fail_on: list[str], allow_empty: bool) -> bool:
+    """Warn on stderr when GenAI spans arrived but no tool call was recognised
+    in them (issue 39): "0 findings" then means nothing was understood, not
+    that nothing went wrong. A CI gate (``--fail-on``) fails on it unless
+    ``--allow-empty``. Spans with nothing GenAI about them (plain HTTP) are not
+    this case. Returns whether the gate fails."""
+    genai = unrecognised_genai_spans(summary)
+    if not genai:
+        return False
+    print(
+        f"toolspan: warning: {genai} GenAI span(s) read, no tool call recognised: the tools"
+        " are likely not instrumented (only LLM or agent spans arrived) or the"
+        " instrumentation records its calls in a form the analyzer does not read, or with"
+        " its content capture off; findings cannot be told from these spans."
+        " See docs/analyzer.md#coverage",
+        file=sys.stderr,
+    )
+    if not fail_on or allow_empty:
+        return False
+    print(
+        f"toolspan: --fail-on: failing, no tool call recognised in {genai} GenAI span(s);"
+        " --allow-empty accepts that",
+        file=sys.stderr,
+    )
+    return True
 
 
 def run_sql(args: argparse.Namespace) -> int:

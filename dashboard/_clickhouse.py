@@ -27,9 +27,10 @@ import orjson
 import pandas as pd
 
 from .._sql import load_statements
-from ..analyzer._clickhouse import DEFAULT_TABLE, parse_source, parse_time
+from ..analyzer._clickhouse import DEFAULT_TABLE, parse_source, parse_time, statements
 from ..analyzer._clickhouse_session import ClickHouseSession, SessionLimits
 from ..analyzer._errors import AnalyzerError
+from ..analyzer._model import coverage
 from ._errors import (
     DashboardError,
     QueryFailed,
@@ -227,6 +228,31 @@ class ClickHouseDatabase:
         except AnalyzerError as exc:
             raise DashboardError(f"Query {name} failed: {exc}") from None
         return pd.DataFrame.from_records(result.rows, columns=columns)
+
+    def coverage(self) -> dict[str, Any]:
+        """The analyzer's coverage of the source (docs/analyzer.md#coverage), from
+        its own statements, read in this session under its guards."""
+        queries = statements("clickhouse_summary")
+        try:
+            spans = self._row(queries["spans"])["spans"]
+            unverifiable = self._row(queries["totals"])["unverifiable"]
+            genai = self._row(queries["genai_spans"])
+            by_source = self.session.read(self.session.render(queries["calls_by_source"])).rows
+        except AnalyzerError as exc:
+            raise DashboardError(f"Query coverage failed: {exc}") from None
+        return coverage(
+            spans=spans,
+            calls_by_source={str(source): int(calls) for source, calls in by_source},
+            genai=genai,
+            unverifiable=unverifiable,
+        )
+
+    def _row(self, sql: str) -> dict[str, Any]:
+        rendered = self.session.render(sql)
+        given = self.session.parameters()
+        used = {key: _value(value) for key, value in given.items() if "{" + key + ":" in rendered}
+        result = self.session.read(rendered, used)
+        return dict(zip(result.columns, result.rows[0], strict=True))
 
 
 def _value(value: Any) -> Any:

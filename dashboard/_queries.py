@@ -17,10 +17,11 @@ import duckdb
 import pandas as pd
 
 from .._sql import load_statements
+from ..analyzer._analyzer import coverage_of
 from ._clickhouse import ClickHouseDatabase
 from ._errors import DashboardError
 
-__all__ = ["Filters", "bucket_for", "load_sql", "run_query", "window_start"]
+__all__ = ["Filters", "bucket_for", "coverage", "load_sql", "run_query", "window_start"]
 
 # Time-bucket widths for the over-time chart, smallest first.
 _BUCKETS = tuple(
@@ -94,6 +95,17 @@ def run_query(
         raise DashboardError(f"Query {name} failed: {_first_line(exc)}") from exc
     finally:
         cursor.close()
+
+
+def coverage(connection: duckdb.DuckDBPyConnection | ClickHouseDatabase) -> dict[str, Any]:
+    """The summary's coverage (docs/analyzer.md#coverage), by the analyzer's own
+    statements: what was read, and what was recognised in it."""
+    if isinstance(connection, ClickHouseDatabase):
+        return connection.coverage()
+    try:
+        return coverage_of(connection)
+    except duckdb.Error as exc:
+        raise DashboardError(f"Query coverage failed: {_first_line(exc)}") from exc
 
 
 def _typed(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,17 +16,19 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from ..analyzer._render import coverage_line as _coverage_text
 from . import _live
 from ._clickhouse import ClickHouseDatabase, ClickHouseSandbox, SourceSpec
 from ._env import DB_ENV, SOURCE_ENV, STORE_ENV, TIME_LIMIT_ENV
 from ._errors import DashboardError
 from ._quarantines import QuarantineStoreError, load, store_location
-from ._queries import Filters, bucket_for, run_query, window_start
+from ._queries import Filters, bucket_for, coverage, run_query, window_start
 from ._sandbox import SandboxLimits, SqlSandbox, open_database
 
 __all__ = [
     "DB_ENV",
     "connection",
+    "coverage_line",
     "current_filters",
     "limits",
     "quarantines",
@@ -125,6 +127,24 @@ def query(name: str, **params: Any) -> pd.DataFrame:
         stop_with(str(exc))
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _cached_coverage(path: str, generation: int) -> dict[str, Any]:
+    return coverage(_open(path))
+
+
+def coverage_line() -> str:
+    """The analyzer's coverage of the whole database in one line of plain text
+    (docs/analyzer.md#coverage): spans read, GenAI-looking spans, tool calls per
+    source, calls whose arguments were not recorded. Only figures and the
+    analyzer's own source names: nothing from a trace."""
+    database = connection()
+    generation = database.generation if isinstance(database, ClickHouseDatabase) else 0
+    try:
+        return _coverage_text(_cached_coverage(_db_path(), generation))
+    except DashboardError as exc:
+        stop_with(str(exc))
+
+
 def filtered(name: str, **extra: Any) -> pd.DataFrame:
     """Run the named query with the sidebar filters plus ``extra`` parameters."""
     return query(name, **current_filters().params(), **extra)
@@ -146,9 +166,12 @@ def require_calls() -> None:
             info=True,
         )
     if int(bounds["calls"]) == 0:
+        # The coverage says whether GenAI spans came whose calls were not
+        # recognised (a silent zero, issue 39) or nothing GenAI at all.
         stop_with(
             f"This database holds {int(bounds['spans']):,} spans but no tool spans "
             "(`execute_tool` spans, OpenInference TOOL spans): nothing to show here. "
+            f"Coverage: {coverage_line()}; see docs/analyzer.md#coverage. "
             "The SQL console still works.",
             info=True,
         )

@@ -21,7 +21,9 @@ Data
     on DuckDB, the guarded session's runner on a ClickHouse source.
 Flow
     ``stop_with(message)`` shows a message instead of the rest of the page;
-    ``require_calls()`` does so when there is nothing to show.
+    ``require_calls()`` does so when there is nothing to show (with the
+    coverage); ``coverage_line()`` is the analyzer's coverage of the database
+    in one line of plain text (spans read, GenAI-looking, calls per source).
 Drawing
     ``page_offset`` draws a page picker for long lists; the chart builders
     (``status_by_tool``, ``calls_over_time``, ``retries_against_budget``,
@@ -54,6 +56,7 @@ from ._queries import Filters, bucket_for
 from ._ui import (
     TRACE_KEY,
     connection,
+    coverage_line,
     current_filters,
     filtered,
     limits,
@@ -74,6 +77,7 @@ __all__ = [
     "bucket_for",
     "calls_over_time",
     "connection",
+    "coverage_line",
     "current_filters",
     "filtered",
     "human_size",

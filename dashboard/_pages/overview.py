@@ -86,6 +86,8 @@ def render() -> None:
     )
     columns[3].metric("Scheduled wait", f"{float(totals['scheduled_wait_s']):,.2f} s")
     columns[4].metric("Conversations", f"{int(totals['conversations']):,}")
+    # What was read and recognised, for the whole database (not the filters).
+    st.caption(f"Coverage: {ui.coverage_line()}")
 
     by_tool = ui.filtered("overview_by_tool")
     st.subheader("Final status by tool")

@@ -25,7 +25,7 @@ from toolspan.dashboard._clickhouse import (
     ClickHouseDatabase,
     SourceSpec,
 )
-from toolspan.dashboard._queries import Filters, run_query
+from toolspan.dashboard._queries import Filters, coverage, run_query
 
 from .clickhouse_sources import WRITE_TOOLS, drop, load_chdb, load_duckdb, trace_set
 
@@ -267,6 +267,14 @@ def test_page_queries_give_the_same_rows_on_duckdb_and_chdb(engines: Engines, na
     # Not vacuous: the data gives every query rows to compare (the services
     # chart only has them where calls carry toolspan.service: the outage sample).
     assert non_empty or name == "overview_services"
+
+
+def test_the_coverage_is_the_same_on_duckdb_and_chdb(engines: Engines) -> None:
+    # The overview's coverage caption, by the analyzer's statements on each
+    # engine (`spans`: rows as stored on ClickHouse, here each span once).
+    duck, clickhouse = coverage(engines.duck), coverage(engines.clickhouse)
+    assert duck["tool_calls"] and duck["genai_spans"]
+    assert clickhouse == duck
 
 
 def test_the_pages_show_findings_of_every_kind(engines: Engines) -> None:
