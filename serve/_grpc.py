@@ -19,6 +19,7 @@ leaves the rest of the process (the HTTP receiver, the analyser) its share.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -57,6 +58,9 @@ class GrpcLimits:
     max_queued_bytes: int = 64 * 1024 * 1024
     # Threads converting at once.
     workers: int = 8
+    # A refusal's RetryInfo is this to twice this, at random: the Python and
+    # Go exporters wait exactly what it says (no jitter of their own), so one
+    # value would bring every refused call back at the same instant.
     retry_after_s: float = 1.0
 
 
@@ -151,12 +155,18 @@ class _TraceService:
     """``Export`` on raw bytes: admitted, read, converted in the pool, spooled."""
 
     def __init__(
-        self, spool: Spool, token: str | None, admission: _Admission, pool: ThreadPoolExecutor
+        self,
+        spool: Spool,
+        token: str | None,
+        admission: _Admission,
+        pool: ThreadPoolExecutor,
+        jitter: Callable[[], float],
     ) -> None:
         self._spool = spool
         self._token = token
         self._admission = admission
         self._pool = pool
+        self._jitter = jitter
 
     async def export(self, requests: AsyncIterator[bytes], context: Any) -> bytes:
         metadata = dict(context.invocation_metadata() or ())
@@ -177,7 +187,7 @@ class _TraceService:
     async def _refuse(self, context: Any, refusal: str | None) -> None:
         """Past a bound: RESOURCE_EXHAUSTED + RetryInfo, retried by Python, Go, the Collector."""
         if refusal is not None:
-            retry_after_s = self._admission.limits.retry_after_s
+            retry_after_s = self._admission.limits.retry_after_s * (1.0 + self._jitter())
             await _abort_retry_later(
                 context, grpc.StatusCode.RESOURCE_EXHAUSTED, refusal, retry_after_s
             )
@@ -224,6 +234,7 @@ class GrpcReceiver:
         token: str | None,
         max_body_bytes: int,
         limits: GrpcLimits | None = None,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._max_body_bytes = max_body_bytes
@@ -231,7 +242,7 @@ class GrpcReceiver:
         self._pool = ThreadPoolExecutor(
             max_workers=self.admission.limits.workers, thread_name_prefix="toolspan-grpc"
         )
-        self._service = _TraceService(spool, token, self.admission, self._pool)
+        self._service = _TraceService(spool, token, self.admission, self._pool, jitter)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._grace_s = 2.0
@@ -286,6 +297,11 @@ class GrpcReceiver:
             options=[
                 ("grpc.max_receive_message_length", self._max_body_bytes),
                 ("grpc.so_reuseport", 0),
+                # A call waits in grpc's core until the loop takes it, and the
+                # loop shares the interpreter lock with the workers: under a
+                # flood core cancelled calls that had waited 30 s (CANCELLED,
+                # 12-32 of 200 calls of 1.3 MB). The caller's deadline decides.
+                ("grpc.server_max_unrequested_time_in_server", 3600),
             ],
         )
         handler: Callable[[AsyncIterator[bytes], Any], Awaitable[bytes]] = self._service.export
