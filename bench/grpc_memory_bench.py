@@ -79,7 +79,8 @@ def send_all(port: int, body: bytes, calls: int) -> dict[str, Any]:
             refused = [f for f, code in zip(futures, codes, strict=True) if code in RETRIED]
             other = [code for code in codes if code not in RETRIED and code != grpc.StatusCode.OK]
             if other:
-                details = Counter(f"{f.code().name}: {f.details()}" for f in futures if f.code() in other)
+                odd = [f for f in futures if f.code() in other]
+                details = Counter(f"{f.code().name}: {f.details()}" for f in odd)
                 raise RuntimeError(f"unexpected answers in round {rounds}: {details}")
             waiting = len(refused)
             if refused:
