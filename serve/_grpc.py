@@ -169,6 +169,8 @@ class _TraceService:
         self._jitter = jitter
 
     async def export(self, requests: AsyncIterator[bytes], context: Any) -> bytes:
+        # ``requests`` is not iterated: ``context.read()`` reads the one
+        # message, and only once the call is admitted.
         metadata = dict(context.invocation_metadata() or ())
         if not authorised(self._token, metadata.get("authorization")):
             await _abort(context, grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
