@@ -10,7 +10,7 @@ import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -19,7 +19,7 @@ from ..dashboard._env import LIVE_ENV, STORE_ENV
 from ._alerts import Alerter
 from ._enforce import DEFAULT_POLICY, Enforcer, read_policy
 from ._follow import Follower
-from ._grpc import start_grpc
+from ._grpc import MAX_QUEUED_CALLS, GrpcLimits, GrpcReceiver
 from ._http import make_app
 from ._live import Listener, LiveAnalyser, _stderr
 from ._spool import Spool
@@ -58,6 +58,10 @@ class Settings:
     max_lag_bytes: int = 256 * 1024 * 1024
     # HTTP requests handled at once (uvicorn answers 503 past it).
     max_connections: int = 64
+    # gRPC calls in flight at once, and bytes of gRPC request bodies read but
+    # not yet converted; past either, RESOURCE_EXHAUSTED + RetryInfo.
+    max_grpc_calls: int = MAX_QUEUED_CALLS
+    max_grpc_queued_bytes: int = 64 * 1024 * 1024
     retry_after_s: float = 1.0
     # Also write the spans into ClickHouse, as the collector's exporter does
     # (a clickhouse://, clickhouses:// or chdb: source), into this table.
@@ -112,7 +116,7 @@ class Server:
         self.analyser: LiveAnalyser | None = None
         self._uvicorn: uvicorn.Server | None = None
         self._http_thread: threading.Thread | None = None
-        self._grpc: Any = None
+        self.grpc: GrpcReceiver | None = None
         self._dashboard: subprocess.Popen[bytes] | None = None
         self._follower: Follower | None = None
         self.alerter: Alerter | None = None
@@ -160,13 +164,19 @@ class Server:
             write_tools=s.write_tools,
         ).start()
         self._start_http()
-        self._grpc = start_grpc(
+        limits = GrpcLimits(
+            max_calls=s.max_grpc_calls,
+            max_queued_bytes=s.max_grpc_queued_bytes,
+            retry_after_s=s.retry_after_s,
+        )
+        self.grpc = GrpcReceiver(
             self.spool,
             host=s.host,
             port=s.grpc_port,
             token=s.token,
             max_body_bytes=s.max_body_bytes,
-        )
+            limits=limits,
+        ).start()
         if s.follow is not None:
             self._follower = Follower(s.follow, self.spool, s.directory).start()
         if s.clickhouse is not None:
@@ -235,9 +245,9 @@ class Server:
             if self._http_thread is not None:
                 self._http_thread.join()
             self._uvicorn = None
-        if self._grpc is not None:
-            self._grpc.stop(grace=2).wait()
-            self._grpc = None
+        if self.grpc is not None:
+            self.grpc.stop(grace_s=2)
+            self.grpc = None
         self.spool.close()
         if self.analyser is not None:
             self.analyser.stop()  # seals the last segment: the writer writes it next

@@ -74,18 +74,15 @@ def test_100_calls_in_flight_at_once_are_all_answered_ok(serve):
 
 
 @pytest.mark.slow
-def test_past_the_bound_the_python_grpc_exporter_retries_until_all_land(serve, monkeypatch):
+def test_past_the_bound_the_python_grpc_exporter_retries_until_all_land(serve):
     """With the bound lowered to 8, many of 100 calls at once are refused with
-    grpcio's RESOURCE_EXHAUSTED (no RetryInfo; an exporter told not to retry
-    it loses them): the Python exporter retries that code after its own
-    backoff (1 s, 2 s, ...), so every span lands once. The JS exporter does
-    not (tests/serve/test_node_exporter.py)."""
+    RESOURCE_EXHAUSTED + RetryInfo (an exporter told not to retry that code
+    loses them): the Python exporter retries it after the RetryInfo's delay
+    (1-2 s, spread), so every span lands once. The JS exporter does not
+    (tests/serve/test_node_exporter.py)."""
     import grpc
 
-    from toolspan.serve import _grpc
-
-    monkeypatch.setattr(_grpc, "MAX_QUEUED_CALLS", 8)
-    server = serve()
+    server = serve(max_grpc_calls=8)
     endpoint = f"127.0.0.1:{server.settings.grpc_port}"
 
     def send(exporter: OTLPSpanExporter) -> tuple[list[SpanExportResult], list[str]]:
@@ -110,3 +107,4 @@ def test_past_the_bound_the_python_grpc_exporter_retries_until_all_land(serve, m
     results, acknowledged = send(OTLPSpanExporter(endpoint=endpoint, insecure=True))
     assert results.count(SpanExportResult.SUCCESS) == _CALLS
     assert sorted(_stored_span_ids(server)) == sorted(kept + acknowledged)
+    assert server.grpc is not None and server.grpc.refused > 0

@@ -24,7 +24,6 @@ import pytest
 
 from tests.serve.conftest import wait_for
 from tests.services import free_port, stop_process, wait_for_port
-from toolspan.serve import _grpc
 from toolspan.serve._spool import segments
 
 pytestmark = [
@@ -139,20 +138,20 @@ def test_two_node_grpc_exporters_at_their_default_limit_lose_nothing(
 
 
 def test_past_the_bound_the_js_grpc_exporter_retries_nothing(
-    serve: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    serve: Callable[..., Any], tmp_path: Path
 ) -> None:
     """What docs/serve.md says of the JS gRPC exporter, held to it: with the
-    bound lowered to the former 32, calls past it are refused with grpcio's
-    RESOURCE_EXHAUSTED and those spans are lost, not retried; what was
-    acknowledged is stored, once."""
-    monkeypatch.setattr(_grpc, "MAX_QUEUED_CALLS", 32)
-    server = serve()
+    bound lowered to 8 (at the former 32, the receiver now answered 100
+    exports in flight fast enough, at times, to refuse none), calls past it
+    are refused with RESOURCE_EXHAUSTED, RetryInfo and all, and those spans
+    are lost, not retried; what was acknowledged is stored, once."""
+    server = serve(max_grpc_calls=8)
     ids = tmp_path / "ids.txt"
     endpoint = f"http://127.0.0.1:{server.settings.grpc_port}"
     result = node_export(endpoint, "grpc", ids, spans=20_000, limit=100)
     assert result["failed"] > 0
     assert result["sent"] + result["failed"] == 20_000
-    assert set(result["errors"]) == {"8 RESOURCE_EXHAUSTED: Concurrent RPC limit exceeded!"}
+    assert set(result["errors"]) == {"8 RESOURCE_EXHAUSTED: more than 8 gRPC calls at once"}
     server.spool.seal()
     assert spooled_span_ids(server.settings.directory) == Counter(acknowledged(ids))
 
