@@ -68,7 +68,7 @@ from ..mcp import (
 from ..mcp import _data as result_data
 from ..mcp import _text as result_text
 from ._config import ProxyConfig
-from ._tasks import TaskBook, await_task, task_id_of
+from ._tasks import FetchWithInput, TaskBook, await_task, task_id_of
 from ._upstream import CLOSED, Connect, Pending, Upstream
 
 __all__ = ["CONVERSATION_META_KEY", "REQUEST_META_KEY", "RESULT_META_KEY", "McpProxy", "Reply"]
@@ -633,8 +633,28 @@ class McpProxy:
             return self._data(_kept(state, name, answer))
         if state is not None:
             self._tasks.note(state.conversation, name, arguments, task_id)
-        final = await await_task(self._ask, task_id, _envelope(meta), self._poll_sleep)
+        final = await await_task(
+            self._ask, task_id, _envelope(meta), self._poll_sleep, self._with_input(state)
+        )
         return self._data(_kept(state, name, final))
+
+    def _with_input(self, state: _CallState | None) -> FetchWithInput | None:
+        """How a task waiting for input is fetched: its ``tasks/result``, the server's
+        questions relayed to this call's client (``None``: no client to ask)."""
+        if state is None or state.leg is None:
+            return None
+
+        async def fetch(params: dict[str, Any]) -> dict[str, Any]:
+            # The handshake era's server asks with its own requests on this
+            # tasks/result (relayed as any mid-call request); 2026-07-28's answers
+            # it with an InputRequiredResult, relayed as a tools/call's is.
+            timeout_s = self.config.input_timeout_s
+            answer = await self._ask("tasks/result", params, state, timeout_s=timeout_s)
+            while is_input_required(answer) and state.leg is not None:
+                answer = await self._input_round(state, params, answer, "tasks/result")
+            return answer
+
+        return fetch
 
     def _as_task(self, name: str, asked: Mapping[str, Any] | None, modern: bool) -> bool:
         """Run as a task: the config says so, the tool requires it, or the client
@@ -683,7 +703,11 @@ class McpProxy:
         return message.model_copy(update=update)
 
     async def _input_round(
-        self, state: _CallState, params: dict[str, Any], asked: dict[str, Any]
+        self,
+        state: _CallState,
+        params: dict[str, Any],
+        asked: dict[str, Any],
+        method: str = "tools/call",
     ) -> dict[str, Any]:
         """The upstream asked for input (2026-07-28 multi-round-trip): hand its
         ``InputRequiredResult`` to the client as the answer to this leg, wait
@@ -714,7 +738,9 @@ class McpProxy:
             again["inputResponses"] = waiting.params["inputResponses"]
         if asked.get("requestState") is not None:
             again["requestState"] = asked["requestState"]
-        return await self._ask("tools/call", again, state)
+        # A task's tasks/result answers once the task ended: it may take the input's time.
+        timeout_s = self.config.input_timeout_s if method == "tasks/result" else None
+        return await self._ask(method, again, state, timeout_s=timeout_s)
 
     def _resumed(self, message: JSONRPCRequest, reply: Reply) -> bool:
         """A ``tools/call`` echoing the requestState of a call waiting for input."""
@@ -772,7 +798,12 @@ class McpProxy:
         )
 
     async def _ask(
-        self, method: str, params: dict[str, Any] | None, state: _CallState | None = None
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        state: _CallState | None = None,
+        *,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """One request of the proxy's own; its result, or a classified :class:`ToolError`
         (an error the client must see as it is kept in ``state`` too)."""
@@ -782,7 +813,8 @@ class McpProxy:
         request = JSONRPCRequest(
             jsonrpc="2.0", id=self._upstream.next_id(), method=method, **fields
         )
-        answer = await self._upstream.request(request, timeout_s=self.config.timeout_s)
+        timeout_s = self.config.timeout_s if timeout_s is None else timeout_s
+        answer = await self._upstream.request(request, timeout_s=timeout_s)
         if isinstance(answer, JSONRPCError):
             error = answer.error
             if state is not None and error.code in _PASSED_ERRORS:
