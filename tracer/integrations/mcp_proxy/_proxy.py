@@ -33,6 +33,7 @@ import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp.shared.subscriptions import LISTEN_STREAM_METHODS
 from mcp_types import (
     INTERNAL_ERROR,
     REQUEST_TIMEOUT,
@@ -194,6 +195,9 @@ class McpProxy:
         self._tasks = TaskBook()
         self._listing = anyio.Lock()
         self._client: Reply | None = None  # where unasked upstream messages go (stdio)
+        # HTTP serving: the open standalone stream(s) a message sent unasked goes to
+        # (None: no stream wants it); set by the HTTP app (``_http.Standalone.route``).
+        self.standalone: Callable[[JSONRPCMessage], Reply | None] | None = None
         self._calls: dict[RequestId, anyio.CancelScope] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._call_ids = 0
@@ -293,17 +297,28 @@ class McpProxy:
             if progress is None:
                 return
             message, to = progress, self._progress_route(message) or to
-        elif to is None and self._running_calls:
-            # No back-channel of its own (HTTP clients): a message sent mid-call
-            # belongs to a running call. The upstream does not say which: the
-            # latest (one call at a time is exact).
-            leg = self._running_calls[-1].leg
-            to = leg.reply if leg is not None else None
+        elif to is None:
+            to = self._unasked_route(message)
         if to is not None:
             await to(message)
         elif isinstance(message, JSONRPCRequest):
             error = ErrorData(code=mcp_types.METHOD_NOT_FOUND, message="no client can answer")
             await self._upstream.send(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+
+    def _unasked_route(self, message: JSONRPCMessage) -> Reply | None:
+        """HTTP clients (no back-channel of their own): where a message the upstream
+        sent unasked goes. A change notification (list changed, resource updated) is
+        about the server: to the standalone streams. Anything else sent mid-call
+        belongs to a running call; the upstream does not say which: the latest (one
+        call at a time is exact). Sent while no call runs: the standalone streams."""
+        leg = self._running_calls[-1].leg if self._running_calls else None
+        listening = self.standalone(message) if self.standalone is not None else None
+        about_the_server = isinstance(message, JSONRPCNotification) and (
+            message.method in LISTEN_STREAM_METHODS
+        )
+        if listening is not None and (leg is None or about_the_server):
+            return listening
+        return leg.reply if leg is not None else None
 
     async def _serve_request(
         self,
