@@ -15,13 +15,16 @@ import pytest
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.subscriptions import ResourceUpdated
 
 from toolspan.tracer.integrations.mcp_proxy import McpProxy, http_app, http_upstream, parse_config
+from toolspan.tracer.integrations.mcp_proxy._memory import ThroughProxy
 
 from .mcp_task_server import STOCK_URI, Jobs, task_server
 from .test_mcp_proxy import uvicorn_serving
 
 WAIT_S = 10.0  # a bound on a notification that is on its way (never reached when it works)
+LISTEN_TIMEOUT_S = 0.3  # the proxy's timeout_s: a listen stream outlives it
 
 
 class Inbox:
@@ -45,7 +48,9 @@ class Inbox:
 
 
 @asynccontextmanager
-async def proxy_of(jobs: Jobs, spans: Any, upstream: str) -> AsyncIterator[str]:
+async def proxy_of(
+    jobs: Jobs, spans: Any, upstream: str, timeout_s: float = 5
+) -> AsyncIterator[str]:
     """The proxy on HTTP, in front of the task server in memory or on HTTP; its URL."""
     server = task_server(jobs)
     async with AsyncExitStack() as stack:
@@ -55,7 +60,7 @@ async def proxy_of(jobs: Jobs, spans: Any, upstream: str) -> AsyncIterator[str]:
             connect = http_upstream(await stack.enter_async_context(served))
         proxy = McpProxy(
             connect,
-            parse_config({"timeout_s": 5}),
+            parse_config({"timeout_s": timeout_s}),
             http_upstream=upstream == "http",
             tracer_provider=spans.provider,
         )
@@ -123,3 +128,49 @@ def test_the_standalone_get_keeps_the_dns_rebinding_checks(spans, headers, statu
                 return (await http.get(url, headers=sent)).status_code
 
     assert anyio.run(test) == status
+
+
+# -- 2026-07-28: subscriptions/listen ------------------------------------------------------
+
+
+async def _listener_sees_the_update(client: Client, jobs: Jobs, outlive_s: float) -> Any:
+    async with client.listen(resource_subscriptions=[STOCK_URI]) as subscription:
+        await client.call_tool("touch_stock", {})  # answered: no call runs now
+        await anyio.sleep(outlive_s)  # longer than the proxy's timeout_s
+        assert jobs.touch is not None
+        jobs.touch.set()
+        with anyio.fail_after(WAIT_S):
+            return await subscription.__anext__()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("upstream", ["memory", "http"])
+def test_a_listening_http_client_gets_an_update_sent_outside_any_call(spans, upstream):
+    jobs = Jobs()
+
+    async def test() -> Any:
+        jobs.touch = asyncio.Event()
+        async with proxy_of(jobs, spans, upstream, timeout_s=LISTEN_TIMEOUT_S) as url:
+            async with Client(url, mode="2026-07-28") as client:
+                return await _listener_sees_the_update(client, jobs, 2 * LISTEN_TIMEOUT_S)
+
+    # Before: the listen's stream got no frame with its id, then a timeout error.
+    assert anyio.run(test) == ResourceUpdated(uri=STOCK_URI)
+
+
+def test_a_listen_through_the_stdio_serving_outlives_the_proxys_timeout(spans):
+    jobs = Jobs()
+    server = task_server(jobs)
+    proxy = McpProxy(
+        lambda: InMemoryTransport(server),
+        parse_config({"timeout_s": LISTEN_TIMEOUT_S}),
+        tracer_provider=spans.provider,
+    )
+
+    async def test() -> Any:
+        jobs.touch = asyncio.Event()
+        async with Client(ThroughProxy(proxy), mode="2026-07-28") as client:
+            return await _listener_sees_the_update(client, jobs, 2 * LISTEN_TIMEOUT_S)
+
+    # Before: the relayed listen was answered with a timeout error after timeout_s.
+    assert anyio.run(test) == ResourceUpdated(uri=STOCK_URI)

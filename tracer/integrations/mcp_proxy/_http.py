@@ -37,6 +37,7 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
     PARSE_ERROR,
     ErrorData,
@@ -173,7 +174,7 @@ def http_app(
             # As the SDK's servers answer by default: a stream per POST, so what
             # the upstream sends mid-request reaches the client before the answer.
             return StreamingResponse(
-                _events(received, own_id, message.id),
+                _events(proxy, received, own_id, message),
                 media_type="text/event-stream",
                 headers={**_SSE_HEADERS, **headers},
             )
@@ -226,14 +227,46 @@ async def _answer_of(received: Any, own_id: str) -> JSONRPCMessage:
             return message
 
 
-async def _events(received: Any, own_id: str, client_id: RequestId) -> AsyncIterator[bytes]:
-    """The SSE stream of one POST: mid-request messages, then its answer."""
-    while True:
-        message: JSONRPCMessage = await received.receive()
-        if _is_answer(message, own_id):
-            yield _event(message.model_copy(update={"id": client_id}))
-            return
-        yield _event(message)
+async def _events(
+    proxy: McpProxy, received: Any, own_id: str, request: JSONRPCRequest
+) -> AsyncIterator[bytes]:
+    """The SSE stream of one POST: mid-request messages, then its answer. A client
+    gone before the end of its ``subscriptions/listen`` left it: it is cancelled
+    (another request goes on, as a disconnection is no cancellation)."""
+    client_id = request.id
+    answered = request.method != "subscriptions/listen"
+    try:
+        while True:
+            message: JSONRPCMessage = await received.receive()
+            if _is_answer(message, own_id):
+                answered = True
+                yield _event(
+                    _own_id_back(message.model_copy(update={"id": client_id}), own_id, client_id)
+                )
+                return
+            yield _event(_own_id_back(message, own_id, client_id))
+    finally:
+        if not answered:
+            with anyio.CancelScope(shield=True):
+                await proxy.handle(_cancelled(own_id), _nowhere)
+
+
+def _own_id_back(message: JSONRPCMessage, own_id: str, client_id: RequestId) -> JSONRPCMessage:
+    """A listen stream's frames name its request's id in ``_meta``: the client's
+    id, not the proxy's own."""
+    field = "result" if isinstance(message, JSONRPCResponse) else "params"
+    body = getattr(message, field, None)
+    meta = body.get("_meta") if isinstance(body, dict) else None
+    if not (isinstance(meta, dict) and meta.get(SUBSCRIPTION_ID_META_KEY) == own_id):
+        return message
+    assert isinstance(body, dict)
+    update = {**body, "_meta": {**meta, SUBSCRIPTION_ID_META_KEY: client_id}}
+    return message.model_copy(update={field: update})
+
+
+def _cancelled(request_id: str) -> JSONRPCNotification:
+    params = {"requestId": request_id, "reason": "the HTTP client closed the stream"}
+    return JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=params)
 
 
 def _event(message: JSONRPCMessage) -> bytes:

@@ -33,7 +33,7 @@ import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp.shared.subscriptions import LISTEN_STREAM_METHODS
+from mcp.shared.subscriptions import LISTEN_STREAM_METHODS, SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
     INTERNAL_ERROR,
     REQUEST_TIMEOUT,
@@ -91,6 +91,7 @@ _ENVELOPE = (
 _TOOLS_CHANGED = "notifications/tools/list_changed"
 _INITIALIZED = "notifications/initialized"
 _PROGRESS = "notifications/progress"
+_LISTEN = "subscriptions/listen"
 # JSON-RPC errors of a tools/call a client acts on (URL elicitation: it opens the
 # URLs, then calls again): answered as the same error, not as an isError result.
 _PASSED_ERRORS = frozenset({mcp_types.URL_ELICITATION_REQUIRED})
@@ -199,6 +200,8 @@ class McpProxy:
         # (None: no stream wants it); set by the HTTP app (``_http.Standalone.route``).
         self.standalone: Callable[[JSONRPCMessage], Reply | None] | None = None
         self._calls: dict[RequestId, anyio.CancelScope] = {}
+        # The open subscriptions/listen requests (2026-07-28): their client's reply.
+        self._listens: dict[RequestId, Reply] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._call_ids = 0
         # Each running attempt's own progressToken, and the client's it stands for: a
@@ -266,6 +269,11 @@ class McpProxy:
             else:
                 if message.method == "initialize":
                     self._handshake = anyio.Event()
+                elif message.method == _LISTEN:
+                    # Open until the upstream ends it or the client cancels it; what
+                    # the upstream sends for it (by its id) goes to this client.
+                    self._calls[message.id] = anyio.CancelScope()
+                    self._listens[message.id] = reply
                 # Sent here, in the order the client sent it (a notification after it,
                 # such as its cancellation, must not overtake it); awaited in its task.
                 relayed = await self._upstream.start(message)
@@ -292,7 +300,10 @@ class McpProxy:
         if changed:
             self._executor = None  # list again on the next call
         to = self._client
-        if isinstance(message, JSONRPCNotification) and message.method == _PROGRESS:
+        listen = self._listen_of(message)
+        if listen is not None:
+            to = listen
+        elif isinstance(message, JSONRPCNotification) and message.method == _PROGRESS:
             progress = self._attempt_progress(message)
             if progress is None:
                 return
@@ -304,6 +315,14 @@ class McpProxy:
         elif isinstance(message, JSONRPCRequest):
             error = ErrorData(code=mcp_types.METHOD_NOT_FOUND, message="no client can answer")
             await self._upstream.send(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+
+    def _listen_of(self, message: JSONRPCMessage) -> Reply | None:
+        """The client of the ``subscriptions/listen`` a notification is stamped with."""
+        if not (isinstance(message, JSONRPCNotification) and self._listens):
+            return None
+        meta = (message.params or {}).get("_meta")
+        listen = meta.get(SUBSCRIPTION_ID_META_KEY) if isinstance(meta, Mapping) else None
+        return self._listens.get(listen) if isinstance(listen, str | int) else None
 
     def _unasked_route(self, message: JSONRPCMessage) -> Reply | None:
         """HTTP clients (no back-channel of their own): where a message the upstream
@@ -370,8 +389,10 @@ class McpProxy:
             attributes["gen_ai.operation.name"] = "execute_tool"
         return attributes
 
-    async def _relay(self, request: JSONRPCRequest, relayed: Pending) -> JSONRPCMessage:
+    async def _relay(self, request: JSONRPCRequest, relayed: Pending) -> JSONRPCMessage | None:
         """A request the proxy does not handle (sent): the upstream's answer, as it is."""
+        if request.method == _LISTEN:
+            return await self._listen(request, relayed)
         try:
             answer = await self._upstream.answer(request, relayed, timeout_s=self.config.timeout_s)
             if request.method == "initialize":
@@ -383,6 +404,20 @@ class McpProxy:
             code = INTERNAL_ERROR if exc.code == CLOSED else REQUEST_TIMEOUT
             error = ErrorData(code=code, message=exc.message)
         return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
+
+    async def _listen(self, request: JSONRPCRequest, relayed: Pending) -> JSONRPCMessage | None:
+        """A ``subscriptions/listen``: its answer is the end of its stream, so there is
+        no timeout; the client's cancellation stops it upstream (``None``: no answer)."""
+        try:
+            with self._calls.get(request.id) or anyio.CancelScope() as scope:
+                answer = await self._upstream.answer(request, relayed, timeout_s=None)
+        except ToolError as exc:
+            error = ErrorData(code=INTERNAL_ERROR, message=exc.message)
+            return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
+        finally:
+            self._calls.pop(request.id, None)
+            self._listens.pop(request.id, None)
+        return None if scope.cancelled_caught else answer
 
     def _settle_handshake(self, answer: JSONRPCMessage | None) -> None:
         """The first client's initialize is answered: keep the answer for the others;
