@@ -33,6 +33,7 @@ import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp.shared.subscriptions import LISTEN_STREAM_METHODS, SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
     INTERNAL_ERROR,
     REQUEST_TIMEOUT,
@@ -68,7 +69,7 @@ from ..mcp import (
 from ..mcp import _data as result_data
 from ..mcp import _text as result_text
 from ._config import ProxyConfig
-from ._tasks import TaskBook, await_task, task_id_of
+from ._tasks import FetchWithInput, TaskBook, await_task, task_id_of
 from ._upstream import CLOSED, Connect, Pending, Upstream
 
 __all__ = ["CONVERSATION_META_KEY", "REQUEST_META_KEY", "RESULT_META_KEY", "McpProxy", "Reply"]
@@ -90,6 +91,7 @@ _ENVELOPE = (
 _TOOLS_CHANGED = "notifications/tools/list_changed"
 _INITIALIZED = "notifications/initialized"
 _PROGRESS = "notifications/progress"
+_LISTEN = "subscriptions/listen"
 # JSON-RPC errors of a tools/call a client acts on (URL elicitation: it opens the
 # URLs, then calls again): answered as the same error, not as an isError result.
 _PASSED_ERRORS = frozenset({mcp_types.URL_ELICITATION_REQUIRED})
@@ -194,7 +196,12 @@ class McpProxy:
         self._tasks = TaskBook()
         self._listing = anyio.Lock()
         self._client: Reply | None = None  # where unasked upstream messages go (stdio)
+        # HTTP serving: the open standalone stream(s) a message sent unasked goes to
+        # (None: no stream wants it); set by the HTTP app (``_http.Standalone.route``).
+        self.standalone: Callable[[JSONRPCMessage], Reply | None] | None = None
         self._calls: dict[RequestId, anyio.CancelScope] = {}
+        # The open subscriptions/listen requests (2026-07-28): their client's reply.
+        self._listens: dict[RequestId, Reply] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._call_ids = 0
         # Each running attempt's own progressToken, and the client's it stands for: a
@@ -262,6 +269,11 @@ class McpProxy:
             else:
                 if message.method == "initialize":
                     self._handshake = anyio.Event()
+                elif message.method == _LISTEN:
+                    # Open until the upstream ends it or the client cancels it; what
+                    # the upstream sends for it (by its id) goes to this client.
+                    self._calls[message.id] = anyio.CancelScope()
+                    self._listens[message.id] = reply
                 # Sent here, in the order the client sent it (a notification after it,
                 # such as its cancellation, must not overtake it); awaited in its task.
                 relayed = await self._upstream.start(message)
@@ -288,22 +300,44 @@ class McpProxy:
         if changed:
             self._executor = None  # list again on the next call
         to = self._client
-        if isinstance(message, JSONRPCNotification) and message.method == _PROGRESS:
+        listen = self._listen_of(message)
+        if listen is not None:
+            to = listen
+        elif isinstance(message, JSONRPCNotification) and message.method == _PROGRESS:
             progress = self._attempt_progress(message)
             if progress is None:
                 return
             message, to = progress, self._progress_route(message) or to
-        elif to is None and self._running_calls:
-            # No back-channel of its own (HTTP clients): a message sent mid-call
-            # belongs to a running call. The upstream does not say which: the
-            # latest (one call at a time is exact).
-            leg = self._running_calls[-1].leg
-            to = leg.reply if leg is not None else None
+        elif to is None:
+            to = self._unasked_route(message)
         if to is not None:
             await to(message)
         elif isinstance(message, JSONRPCRequest):
             error = ErrorData(code=mcp_types.METHOD_NOT_FOUND, message="no client can answer")
             await self._upstream.send(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+
+    def _listen_of(self, message: JSONRPCMessage) -> Reply | None:
+        """The client of the ``subscriptions/listen`` a notification is stamped with."""
+        if not (isinstance(message, JSONRPCNotification) and self._listens):
+            return None
+        meta = (message.params or {}).get("_meta")
+        listen = meta.get(SUBSCRIPTION_ID_META_KEY) if isinstance(meta, Mapping) else None
+        return self._listens.get(listen) if isinstance(listen, str | int) else None
+
+    def _unasked_route(self, message: JSONRPCMessage) -> Reply | None:
+        """HTTP clients (no back-channel of their own): where a message the upstream
+        sent unasked goes. A change notification (list changed, resource updated) is
+        about the server: to the standalone streams. Anything else sent mid-call
+        belongs to a running call; the upstream does not say which: the latest (one
+        call at a time is exact). Sent while no call runs: the standalone streams."""
+        leg = self._running_calls[-1].leg if self._running_calls else None
+        listening = self.standalone(message) if self.standalone is not None else None
+        about_the_server = isinstance(message, JSONRPCNotification) and (
+            message.method in LISTEN_STREAM_METHODS
+        )
+        if listening is not None and (leg is None or about_the_server):
+            return listening
+        return leg.reply if leg is not None else None
 
     async def _serve_request(
         self,
@@ -355,8 +389,10 @@ class McpProxy:
             attributes["gen_ai.operation.name"] = "execute_tool"
         return attributes
 
-    async def _relay(self, request: JSONRPCRequest, relayed: Pending) -> JSONRPCMessage:
+    async def _relay(self, request: JSONRPCRequest, relayed: Pending) -> JSONRPCMessage | None:
         """A request the proxy does not handle (sent): the upstream's answer, as it is."""
+        if request.method == _LISTEN:
+            return await self._listen(request, relayed)
         try:
             answer = await self._upstream.answer(request, relayed, timeout_s=self.config.timeout_s)
             if request.method == "initialize":
@@ -368,6 +404,20 @@ class McpProxy:
             code = INTERNAL_ERROR if exc.code == CLOSED else REQUEST_TIMEOUT
             error = ErrorData(code=code, message=exc.message)
         return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
+
+    async def _listen(self, request: JSONRPCRequest, relayed: Pending) -> JSONRPCMessage | None:
+        """A ``subscriptions/listen``: its answer is the end of its stream, so there is
+        no timeout; the client's cancellation stops it upstream (``None``: no answer)."""
+        try:
+            with self._calls.get(request.id) or anyio.CancelScope() as scope:
+                answer = await self._upstream.answer(request, relayed, timeout_s=None)
+        except ToolError as exc:
+            error = ErrorData(code=INTERNAL_ERROR, message=exc.message)
+            return JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
+        finally:
+            self._calls.pop(request.id, None)
+            self._listens.pop(request.id, None)
+        return None if scope.cancelled_caught else answer
 
     def _settle_handshake(self, answer: JSONRPCMessage | None) -> None:
         """The first client's initialize is answered: keep the answer for the others;
@@ -633,8 +683,28 @@ class McpProxy:
             return self._data(_kept(state, name, answer))
         if state is not None:
             self._tasks.note(state.conversation, name, arguments, task_id)
-        final = await await_task(self._ask, task_id, _envelope(meta), self._poll_sleep)
+        final = await await_task(
+            self._ask, task_id, _envelope(meta), self._poll_sleep, self._with_input(state)
+        )
         return self._data(_kept(state, name, final))
+
+    def _with_input(self, state: _CallState | None) -> FetchWithInput | None:
+        """How a task waiting for input is fetched: its ``tasks/result``, the server's
+        questions relayed to this call's client (``None``: no client to ask)."""
+        if state is None or state.leg is None:
+            return None
+
+        async def fetch(params: dict[str, Any]) -> dict[str, Any]:
+            # The handshake era's server asks with its own requests on this
+            # tasks/result (relayed as any mid-call request); 2026-07-28's answers
+            # it with an InputRequiredResult, relayed as a tools/call's is.
+            timeout_s = self.config.input_timeout_s
+            answer = await self._ask("tasks/result", params, state, timeout_s=timeout_s)
+            while is_input_required(answer) and state.leg is not None:
+                answer = await self._input_round(state, params, answer, "tasks/result")
+            return answer
+
+        return fetch
 
     def _as_task(self, name: str, asked: Mapping[str, Any] | None, modern: bool) -> bool:
         """Run as a task: the config says so, the tool requires it, or the client
@@ -683,7 +753,11 @@ class McpProxy:
         return message.model_copy(update=update)
 
     async def _input_round(
-        self, state: _CallState, params: dict[str, Any], asked: dict[str, Any]
+        self,
+        state: _CallState,
+        params: dict[str, Any],
+        asked: dict[str, Any],
+        method: str = "tools/call",
     ) -> dict[str, Any]:
         """The upstream asked for input (2026-07-28 multi-round-trip): hand its
         ``InputRequiredResult`` to the client as the answer to this leg, wait
@@ -714,7 +788,9 @@ class McpProxy:
             again["inputResponses"] = waiting.params["inputResponses"]
         if asked.get("requestState") is not None:
             again["requestState"] = asked["requestState"]
-        return await self._ask("tools/call", again, state)
+        # A task's tasks/result answers once the task ended: it may take the input's time.
+        timeout_s = self.config.input_timeout_s if method == "tasks/result" else None
+        return await self._ask(method, again, state, timeout_s=timeout_s)
 
     def _resumed(self, message: JSONRPCRequest, reply: Reply) -> bool:
         """A ``tools/call`` echoing the requestState of a call waiting for input."""
@@ -772,7 +848,12 @@ class McpProxy:
         )
 
     async def _ask(
-        self, method: str, params: dict[str, Any] | None, state: _CallState | None = None
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        state: _CallState | None = None,
+        *,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """One request of the proxy's own; its result, or a classified :class:`ToolError`
         (an error the client must see as it is kept in ``state`` too)."""
@@ -782,7 +863,8 @@ class McpProxy:
         request = JSONRPCRequest(
             jsonrpc="2.0", id=self._upstream.next_id(), method=method, **fields
         )
-        answer = await self._upstream.request(request, timeout_s=self.config.timeout_s)
+        timeout_s = self.config.timeout_s if timeout_s is None else timeout_s
+        answer = await self._upstream.request(request, timeout_s=timeout_s)
         if isinstance(answer, JSONRPCError):
             error = answer.error
             if state is not None and error.code in _PASSED_ERRORS:

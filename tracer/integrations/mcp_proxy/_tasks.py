@@ -20,9 +20,11 @@ import anyio
 from ..._canonical import canonical_json
 from ..._errors import ToolError
 
-__all__ = ["Ask", "TaskBook", "await_task", "task_id_of"]
+__all__ = ["Ask", "FetchWithInput", "TaskBook", "await_task", "task_id_of"]
 
 Ask = Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]]
+# ``tasks/result`` of a task waiting for input, with the input relayed (its params given).
+FetchWithInput = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _ENDED = frozenset({"completed", "failed"})
 _STOPPED = frozenset({"cancelled", "input_required"})
@@ -42,11 +44,16 @@ async def await_task(
     task_id: str,
     meta: Mapping[str, Any],
     sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
+    with_input: FetchWithInput | None = None,
 ) -> dict[str, Any]:
     """Poll ``tasks/get`` until the task ends (``sleep`` between polls), then its ``tasks/result``.
 
-    A lost answer raises the classified ``timeout`` or ``connection_error``
-    of ``ask``; a task cancelled or waiting for input ends the call.
+    A task waiting for input (``input_required``) is fetched with
+    ``with_input``: as the tasks spec says, the requestor calls
+    ``tasks/result``, the server asks its questions on it, and it answers once
+    the task ended. A lost answer raises the classified ``timeout`` or
+    ``connection_error`` of ``ask``; a task cancelled, or waiting for input
+    where there is no ``with_input`` (no client to ask), ends the call.
     """
     with anyio.fail_after(MAX_WAIT_S):
         while True:
@@ -54,6 +61,8 @@ async def await_task(
             status = task.get("status")
             if status in _ENDED:
                 break
+            if status == "input_required" and with_input is not None:
+                return await with_input(_params(task_id, meta))
             if status in _STOPPED:
                 raise ToolError(f"mcp_task_{status}", f"the upstream task {task_id} is {status}")
             await sleep(_poll_s(task))

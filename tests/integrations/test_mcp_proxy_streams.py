@@ -1,0 +1,176 @@
+"""Issue 41 with the real `mcp` SDK on both sides: what the server sends while no call
+runs (a resource updated) reaches HTTP clients through `--serve http`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.subscriptions import ResourceUpdated
+
+from toolspan.tracer.integrations.mcp_proxy import McpProxy, http_app, http_upstream, parse_config
+from toolspan.tracer.integrations.mcp_proxy._memory import ThroughProxy
+
+from .mcp_task_server import STOCK_URI, Jobs, task_server
+from .test_mcp_proxy import uvicorn_serving
+
+WAIT_S = 10.0  # a bound on a notification that is on its way (never reached when it works)
+LISTEN_TIMEOUT_S = 0.3  # the proxy's timeout_s: a listen stream outlives it
+
+
+class Inbox:
+    """A client's message handler: the server notifications it got."""
+
+    def __init__(self) -> None:
+        self.got: list[mcp_types.ServerNotification] = []
+        self.updated = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            return
+        self.got.append(message)
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            self.updated.set()
+
+    def updates(self) -> list[str]:
+        return [
+            m.params.uri for m in self.got if isinstance(m, mcp_types.ResourceUpdatedNotification)
+        ]
+
+
+@asynccontextmanager
+async def proxy_of(
+    jobs: Jobs, spans: Any, upstream: str, timeout_s: float = 5
+) -> AsyncIterator[str]:
+    """The proxy on HTTP, in front of the task server in memory or on HTTP; its URL."""
+    server = task_server(jobs)
+    async with AsyncExitStack() as stack:
+        connect: Any = lambda: InMemoryTransport(server)  # noqa: E731
+        if upstream == "http":
+            served = uvicorn_serving(server.streamable_http_app())
+            connect = http_upstream(await stack.enter_async_context(served))
+        proxy = McpProxy(
+            connect,
+            parse_config({"timeout_s": timeout_s}),
+            http_upstream=upstream == "http",
+            tracer_provider=spans.provider,
+        )
+        yield await stack.enter_async_context(uvicorn_serving(http_app(proxy)))
+
+
+async def _subscribed_client_sees_the_update(url: str, jobs: Jobs, others: int = 0) -> Any:
+    inbox, bystanders = Inbox(), [Inbox() for _ in range(others)]
+    async with Client(url, mode="legacy", message_handler=inbox) as client:
+        bystander_clients = [Client(url, mode="legacy", message_handler=b) for b in bystanders]
+        for other in bystander_clients:
+            await other.__aenter__()
+        try:
+            with pytest.warns(MCPDeprecationWarning):
+                await client.subscribe_resource(STOCK_URI)
+            await client.call_tool("touch_stock", {})  # answered: no call runs now
+            assert jobs.touch is not None
+            jobs.touch.set()
+            with anyio.fail_after(WAIT_S):
+                await inbox.updated.wait()
+            for other in bystander_clients:
+                with pytest.warns(MCPDeprecationWarning):  # legacy mode: still served
+                    await other.send_ping()  # their streams had the time to get it
+        finally:
+            for other in reversed(bystander_clients):
+                await other.__aexit__(None, None, None)
+    return inbox, bystanders
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("upstream", ["memory", "http"])
+def test_a_subscribed_http_client_gets_an_update_sent_outside_any_call(spans, upstream):
+    jobs = Jobs()
+
+    async def test() -> Any:
+        jobs.touch = asyncio.Event()
+        async with proxy_of(jobs, spans, upstream) as url:
+            return await _subscribed_client_sees_the_update(url, jobs, others=1)
+
+    # Before: GET was 405; the update had nowhere to go and the wait timed out.
+    inbox, (bystander,) = anyio.run(test)
+    assert inbox.updates() == [STOCK_URI]
+    assert f"resources/subscribe {STOCK_URI}" in jobs.requests
+    # A client that did not subscribe to the resource is not told of it.
+    assert bystander.updates() == []
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"host": "evil.example"}, 403),
+        ({"origin": "https://evil.example"}, 403),
+        ({}, 400),  # no session
+        ({"accept": "application/json", "mcp-session-id": "s"}, 406),
+    ],
+    ids=["host", "origin", "no-session", "not-sse"],
+)
+def test_the_standalone_get_keeps_the_dns_rebinding_checks(spans, headers, status):
+    jobs = Jobs()
+
+    async def test() -> int:
+        async with proxy_of(jobs, spans, "memory") as url:
+            sent = {"accept": "text/event-stream", **headers}
+            async with httpx2.AsyncClient() as http:
+                return (await http.get(url, headers=sent)).status_code
+
+    assert anyio.run(test) == status
+
+
+# -- 2026-07-28: subscriptions/listen ------------------------------------------------------
+
+
+async def _listener_sees_the_update(client: Client, jobs: Jobs, outlive_s: float) -> Any:
+    async with client.listen(resource_subscriptions=[STOCK_URI]) as subscription:
+        await client.call_tool("touch_stock", {})  # answered: no call runs now
+        await anyio.sleep(outlive_s)  # longer than the proxy's timeout_s
+        assert jobs.touch is not None
+        jobs.touch.set()
+        with anyio.fail_after(WAIT_S):
+            return await subscription.__anext__()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("upstream", ["memory", "http"])
+def test_a_listening_http_client_gets_an_update_sent_outside_any_call(spans, upstream):
+    jobs = Jobs()
+
+    async def test() -> Any:
+        jobs.touch = asyncio.Event()
+        async with proxy_of(jobs, spans, upstream, timeout_s=LISTEN_TIMEOUT_S) as url:
+            async with Client(url, mode="2026-07-28") as client:
+                return await _listener_sees_the_update(client, jobs, 2 * LISTEN_TIMEOUT_S)
+
+    # Before: the listen's stream got no frame with its id, then a timeout error.
+    assert anyio.run(test) == ResourceUpdated(uri=STOCK_URI)
+
+
+def test_a_listen_through_the_stdio_serving_outlives_the_proxys_timeout(spans):
+    jobs = Jobs()
+    server = task_server(jobs)
+    proxy = McpProxy(
+        lambda: InMemoryTransport(server),
+        parse_config({"timeout_s": LISTEN_TIMEOUT_S}),
+        tracer_provider=spans.provider,
+    )
+
+    async def test() -> Any:
+        jobs.touch = asyncio.Event()
+        async with Client(ThroughProxy(proxy), mode="2026-07-28") as client:
+            return await _listener_sees_the_update(client, jobs, 2 * LISTEN_TIMEOUT_S)
+
+    # Before: the relayed listen was answered with a timeout error after timeout_s.
+    assert anyio.run(test) == ResourceUpdated(uri=STOCK_URI)
