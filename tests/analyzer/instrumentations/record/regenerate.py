@@ -8,8 +8,9 @@ off, and writes ``tests/analyzer/instrumentations/<stack>-<capture>/`` with
 200 KB) and ``labels.json`` (the library versions,
 which trace is which scenario, what must and must not be found). JS stacks run
 ``js/record.mjs`` with node (``npm ci`` in ``js/`` first); Python stacks run
-``record_py.py`` in a process of their own (instrumentors patch globally and
-read their capture settings from the environment when they start).
+``record_py.py`` (or their own module, ``OWN_MODULE``) in a process of their
+own (instrumentors patch globally and read their capture settings from the
+environment when they start).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ PY_STACKS = (
     "google-adk",
     "strands",
     "pydantic-ai",
+    "openai-agents-openinference",
 )
 # google-adk pins opentelemetry-api <= 1.44, below this project's pin: it is
 # recorded in a venv of its own, named by TOOLSPAN_ADK_PYTHON, e.g.
@@ -46,7 +48,10 @@ PY_STACKS = (
 # same way with `pip install strands-agents opentelemetry-exporter-otlp-json-file`.
 OWN_PYTHON = {"google-adk": "TOOLSPAN_ADK_PYTHON", "strands": "TOOLSPAN_STRANDS_PYTHON"}
 # Stacks whose recorder is a module of its own (record_py.py runs the others).
-OWN_MODULE = {"pydantic-ai": "py_pydantic_ai"}
+OWN_MODULE = {
+    "pydantic-ai": "py_pydantic_ai",
+    "openai-agents-openinference": "py_openai_agents",
+}
 STACKS = (*JS_STACKS, *PY_STACKS)
 CAPTURES = ("on", "off")
 
