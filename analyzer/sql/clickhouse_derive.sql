@@ -46,11 +46,15 @@ SELECT
     fingerprints[2] AS result_fingerprint,
     if(is_request, NULL, a_status) AS status_attr,
     -- Failures as derive.sql reads them: toolspan's code, error.type, else the
-    -- exception event's type or a LangChain ToolMessage with status "error".
+    -- exception event's type, the ERROR status's message (OpenAI Agents SDK
+    -- via OpenInference) or a LangChain ToolMessage with status "error".
     if(is_request, NULL, coalesce(
         a_error_code, a_error_type,
         if(a_status IS NULL AND scope_name <> 'toolspan',
-           coalesce(exception_type, if(result_failed, 'tool_error', NULL)), NULL))) AS error_code,
+           coalesce(
+               exception_type,
+               if(status_code = 'ERROR', nullIf(trimBoth(status_message), ''), NULL),
+               if(result_failed, 'tool_error', NULL)), NULL))) AS error_code,
     if(is_request, NULL, accurateCastOrNull(a_retryable, 'Bool')) AS retryable,
     if(is_request, NULL, toInt64OrNull(a_attempts)) AS attempts_attr,
     if(is_request, NULL, toFloat64OrNull(a_total_wait_s)) AS total_wait_s,
@@ -98,6 +102,7 @@ FROM (
             toValidUTF8(SpanName) AS name,
             ScopeName AS scope_name,
             upper(StatusCode) AS status_code,
+            toValidUTF8(StatusMessage) AS status_message,
             toUnixTimestamp64Nano(Timestamp) AS start_ns,
             toInt64(Duration) AS duration_ns,
             -- Text that leaves ClickHouse must be valid UTF-8 (a driver would turn it

@@ -201,12 +201,18 @@ SELECT
     NULL::VARCHAR AS result_fingerprint,
     attribute_vals["toolspan.status"] AS status_attr,
     -- Failures: toolspan's code, error.type, else (no foreign stack sets
-    -- error.type) the exception event's type or the result's shape.
+    -- error.type) the exception event's type, the ERROR status's message (the
+    -- OpenAI Agents SDK through OpenInference records no exception event:
+    -- "Error running tool (non-fatal): {..., 'error': '<str(exception)>'}")
+    -- or the result's shape.
     coalesce(
         attribute_vals["toolspan.error_code"],
         attribute_vals["error.type"],
         CASE WHEN attribute_vals["toolspan.status"] IS NULL AND scope_name IS DISTINCT FROM 'toolspan' THEN
-            coalesce(exception_type, CASE WHEN result_failed THEN 'tool_error' END)
+            coalesce(
+                exception_type,
+                CASE WHEN status_code = 'ERROR' THEN nullif(trim(status_message), '') END,
+                CASE WHEN result_failed THEN 'tool_error' END)
         END) AS error_code,
     TRY_CAST(attribute_vals["toolspan.retryable"] AS BOOLEAN) AS retryable,
     TRY_CAST(attribute_vals["toolspan.attempts"] AS BIGINT) AS attempts_attr,

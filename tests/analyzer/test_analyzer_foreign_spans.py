@@ -203,3 +203,59 @@ def test_failures_on_clickhouse(table: Table, tmp_path: Path) -> None:  # noqa: 
     table.load(path)
     findings = _assert_same(table, [path], write_tools=WRITES)
     assert _kinds(findings) == TIMEOUT_FINDINGS
+
+
+# -- failures told only by the span status's message (OpenAI Agents SDK) ------------
+
+AGENTS_TIMEOUT = (
+    "Error running tool (non-fatal): {'tool_name': 'charge', 'error': 'gateway timed out'}"
+)
+AGENTS_REDACTED = (
+    "Error running tool (non-fatal): {'tool_name': 'charge',"
+    " 'error': 'Tool execution failed. Error details are redacted.'}"
+)
+
+
+def _agents_charge(rec: Recorder, failure: str | None) -> None:
+    """An OpenAI Agents SDK function span through OpenInference: a failure is
+    status ERROR with the SDK's description, no exception event, no error.type."""
+    attributes = {"openinference.span.kind": "TOOL", "tool.name": "charge"}
+    attributes["input.value"] = '{"order": "A1", "amount": 5}'
+    scope = "openinference.instrumentation.openai_agents"
+    with rec.span("charge", scope=scope, **attributes) as span:
+        rec.tick(5)
+        span.set_attribute("output.value", "failed" if failure else '{"charged": true}')
+        span.set_status(Status(StatusCode.ERROR, failure) if failure else Status(StatusCode.OK))
+
+
+def _status_failures(tmp_path: Path) -> Path:
+    rec = Recorder()
+    # The exception's message in the status: a timeout, then the same charge again.
+    with rec.span("agent", **{"session.id": "told"}):
+        _agents_charge(rec, AGENTS_TIMEOUT)
+        _agents_charge(rec, None)
+    # The SDK's default failure_error_function: the detail redacted, no timeout told.
+    with rec.span("agent", **{"session.id": "redacted"}):
+        _agents_charge(rec, AGENTS_REDACTED)
+        _agents_charge(rec, None)
+    return Recorder.write(tmp_path / "status.jsonl", rec.take())
+
+
+def test_a_failure_told_only_by_the_status_message_is_read_from_it(tmp_path: Path) -> None:
+    path = _status_failures(tmp_path)
+    _, findings = _analyse([path])
+    assert _kinds(findings) == {("write_after_unknown", "told", "charge", 2)}
+    with Analyzer() as az:
+        az.ingest([path])
+        failed = az.query(
+            "SELECT conversation_id, error_code FROM tool_calls WHERE status = 'error' ORDER BY 1"
+        ).rows
+    assert failed == [("redacted", AGENTS_REDACTED), ("told", AGENTS_TIMEOUT)]
+
+
+@pytest.mark.parametrize("layout", ["map", "json"])
+def test_status_message_failures_on_clickhouse(table: Table, tmp_path: Path) -> None:  # noqa: F811
+    path = _status_failures(tmp_path)
+    table.load(path)
+    findings = _assert_same(table, [path], write_tools=WRITES)
+    assert _kinds(findings) == {("write_after_unknown", "told", "charge", 2)}

@@ -8,8 +8,9 @@ off, and writes ``tests/analyzer/instrumentations/<stack>-<capture>/`` with
 200 KB) and ``labels.json`` (the library versions,
 which trace is which scenario, what must and must not be found). JS stacks run
 ``js/record.mjs`` with node (``npm ci`` in ``js/`` first); Python stacks run
-``record_py.py`` in a process of their own (instrumentors patch globally and
-read their capture settings from the environment when they start).
+``record_py.py`` (or their own module, ``OWN_MODULE``) in a process of their
+own (instrumentors patch globally and read their capture settings from the
+environment when they start).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ PY_STACKS = (
     "openai-openllmetry",
     "google-adk",
     "strands",
+    "pydantic-ai",
+    "openai-agents-openinference",
 )
 # google-adk pins opentelemetry-api <= 1.44, below this project's pin: it is
 # recorded in a venv of its own, named by TOOLSPAN_ADK_PYTHON, e.g.
@@ -44,6 +47,11 @@ PY_STACKS = (
 # strands-agents 1.62 wants mcp < 2.3 (dev has 2.3): TOOLSPAN_STRANDS_PYTHON, the
 # same way with `pip install strands-agents opentelemetry-exporter-otlp-json-file`.
 OWN_PYTHON = {"google-adk": "TOOLSPAN_ADK_PYTHON", "strands": "TOOLSPAN_STRANDS_PYTHON"}
+# Stacks whose recorder is a module of its own (record_py.py runs the others).
+OWN_MODULE = {
+    "pydantic-ai": "py_pydantic_ai",
+    "openai-agents-openinference": "py_openai_agents",
+}
 STACKS = (*JS_STACKS, *PY_STACKS)
 CAPTURES = ("on", "off")
 
@@ -53,7 +61,7 @@ def record(stack: str, capture: str, out: Path) -> dict[str, Any]:
     if stack in JS_STACKS:
         command = ["node", str(HERE / "js" / "record.mjs"), JS_STACKS[stack], capture, str(out)]
     else:
-        module = "tests.analyzer.instrumentations.record.record_py"
+        module = f"tests.analyzer.instrumentations.record.{OWN_MODULE.get(stack, 'record_py')}"
         python = os.environ.get(OWN_PYTHON.get(stack, ""), sys.executable)
         command = [python, "-m", module, stack, capture, str(out)]
     done = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
