@@ -200,6 +200,7 @@ NO_NODE = pytest.mark.skipif(shutil.which("node") is None, reason="node is not i
         pytest.param("vercel-ai-4", "off", marks=NO_NODE),
         ("langchain-openinference", "on"),
         ("openai-openllmetry", "on"),
+        ("ms-agent-framework", "off"),
     ],
 )
 def test_a_live_recording_reads_like_its_fixture(stack: str, capture: str, tmp_path: Path) -> None:

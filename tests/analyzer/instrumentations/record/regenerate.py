@@ -35,6 +35,7 @@ PY_STACKS = (
     "openai-openllmetry",
     "google-adk",
     "strands",
+    "ms-agent-framework",
 )
 # google-adk pins opentelemetry-api <= 1.44, below this project's pin: it is
 # recorded in a venv of its own, named by TOOLSPAN_ADK_PYTHON, e.g.
@@ -44,6 +45,8 @@ PY_STACKS = (
 # strands-agents 1.62 wants mcp < 2.3 (dev has 2.3): TOOLSPAN_STRANDS_PYTHON, the
 # same way with `pip install strands-agents opentelemetry-exporter-otlp-json-file`.
 OWN_PYTHON = {"google-adk": "TOOLSPAN_ADK_PYTHON", "strands": "TOOLSPAN_STRANDS_PYTHON"}
+# Stacks recorded by a module of their own (py_<stack>.py), not record_py.
+OWN_MODULE = {"ms-agent-framework": "py_ms_agent_framework"}
 STACKS = (*JS_STACKS, *PY_STACKS)
 CAPTURES = ("on", "off")
 
@@ -53,7 +56,7 @@ def record(stack: str, capture: str, out: Path) -> dict[str, Any]:
     if stack in JS_STACKS:
         command = ["node", str(HERE / "js" / "record.mjs"), JS_STACKS[stack], capture, str(out)]
     else:
-        module = "tests.analyzer.instrumentations.record.record_py"
+        module = "tests.analyzer.instrumentations.record." + OWN_MODULE.get(stack, "record_py")
         python = os.environ.get(OWN_PYTHON.get(stack, ""), sys.executable)
         command = [python, "-m", module, stack, capture, str(out)]
     done = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
