@@ -36,6 +36,7 @@ PY_STACKS = (
     "google-adk",
     "strands",
     "ms-agent-framework",
+    "mlflow",
 )
 # google-adk pins opentelemetry-api <= 1.44, below this project's pin: it is
 # recorded in a venv of its own, named by TOOLSPAN_ADK_PYTHON, e.g.
@@ -46,7 +47,7 @@ PY_STACKS = (
 # same way with `pip install strands-agents opentelemetry-exporter-otlp-json-file`.
 OWN_PYTHON = {"google-adk": "TOOLSPAN_ADK_PYTHON", "strands": "TOOLSPAN_STRANDS_PYTHON"}
 # Stacks recorded by a module of their own (py_<stack>.py), not record_py.
-OWN_MODULE = {"ms-agent-framework": "py_ms_agent_framework"}
+OWN_MODULE = {"ms-agent-framework": "py_ms_agent_framework", "mlflow": "py_mlflow"}
 STACKS = (*JS_STACKS, *PY_STACKS)
 CAPTURES = ("on", "off")
 
