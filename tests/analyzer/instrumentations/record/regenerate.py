@@ -38,6 +38,8 @@ PY_STACKS = (
     "strands",
     "pydantic-ai",
     "openai-agents-openinference",
+    "ms-agent-framework",
+    "mlflow",
 )
 # google-adk pins opentelemetry-api <= 1.44, below this project's pin: it is
 # recorded in a venv of its own, named by TOOLSPAN_ADK_PYTHON, e.g.
@@ -51,6 +53,8 @@ OWN_PYTHON = {"google-adk": "TOOLSPAN_ADK_PYTHON", "strands": "TOOLSPAN_STRANDS_
 OWN_MODULE = {
     "pydantic-ai": "py_pydantic_ai",
     "openai-agents-openinference": "py_openai_agents",
+    "ms-agent-framework": "py_ms_agent_framework",
+    "mlflow": "py_mlflow",
 }
 STACKS = (*JS_STACKS, *PY_STACKS)
 CAPTURES = ("on", "off")
