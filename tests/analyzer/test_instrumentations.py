@@ -198,14 +198,16 @@ NO_NODE = pytest.mark.skipif(shutil.which("node") is None, reason="node is not i
     [
         pytest.param("vercel-ai-6", "on", marks=NO_NODE),
         pytest.param("vercel-ai-4", "off", marks=NO_NODE),
+        pytest.param("vercel-ai-7", "on", marks=NO_NODE),
         ("langchain-openinference", "on"),
         ("openai-openllmetry", "on"),
     ],
 )
 def test_a_live_recording_reads_like_its_fixture(stack: str, capture: str, tmp_path: Path) -> None:
-    from .instrumentations.record.regenerate import JS_STACKS, record
+    from .instrumentations.record.regenerate import JS_SCRIPTS, JS_STACKS, record
 
-    if stack in JS_STACKS and not (RECORD / "js" / "node_modules").is_dir():
+    node = stack in JS_STACKS or stack in JS_SCRIPTS
+    if node and not (RECORD / "js" / "node_modules").is_dir():
         subprocess.run(["bash", "scripts/install-node-deps.sh"], check=True)
     out = tmp_path / "spans.jsonl"
     recorded = record(stack, capture, out)
