@@ -44,10 +44,12 @@ REQUESTED = (
 KNOWN_WRONG: dict[str, dict[str, str]] = {
     "calls": {
         "openai-openinference-on": REQUESTED,
+        "openai-openinference-js-on": REQUESTED,
         "openai-openllmetry-on": REQUESTED,
     },
     "findings": {
         "openai-openinference-on": REQUESTED + ": no loop",
+        "openai-openinference-js-on": REQUESTED + ": no loop",
         "openai-openllmetry-on": REQUESTED + ": no loop",
         "strands-on": "the arguments and result are in span events (gen_ai.tool.message"
         " content, gen_ai.choice message), not read: every call is unverifiable, so the"
@@ -199,6 +201,7 @@ NO_NODE = pytest.mark.skipif(shutil.which("node") is None, reason="node is not i
         pytest.param("vercel-ai-6", "on", marks=NO_NODE),
         pytest.param("vercel-ai-4", "off", marks=NO_NODE),
         pytest.param("vercel-ai-7", "on", marks=NO_NODE),
+        pytest.param("openai-openinference-js", "on", marks=NO_NODE),
         ("langchain-openinference", "on"),
         ("openai-openllmetry", "on"),
     ],
