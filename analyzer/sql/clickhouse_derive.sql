@@ -214,11 +214,14 @@ FROM (
 SELECT TraceId AS trace_id, toValidUTF8(min(coalesce(
         toolspan_attr(SpanAttributes, 'gen_ai.conversation.id'),
         toolspan_attr(SpanAttributes, 'session.id'),
-        toolspan_attr(SpanAttributes, 'ai.telemetry.metadata.sessionId'), ''))) AS conversation_id
+        toolspan_attr(SpanAttributes, 'ai.telemetry.metadata.sessionId'),
+        -- Vercel AI SDK 7 (@ai-sdk/otel): the app's runtimeContext.sessionId (derive.sql).
+        toolspan_attr(SpanAttributes, 'ai.settings.context.sessionId'), ''))) AS conversation_id
 FROM $source
 WHERE $range
   AND (toolspan_has(SpanAttributes, 'gen_ai.conversation.id') OR toolspan_has(SpanAttributes, 'session.id')
-       OR toolspan_has(SpanAttributes, 'ai.telemetry.metadata.sessionId'))
+       OR toolspan_has(SpanAttributes, 'ai.telemetry.metadata.sessionId')
+       OR toolspan_has(SpanAttributes, 'ai.settings.context.sessionId'))
   AND TraceId IN (SELECT trace_id FROM _toolspan_tool_spans)
 GROUP BY trace_id
 

@@ -54,6 +54,7 @@ SELECT DISTINCT trace_id FROM pending_traces;
 CREATE OR REPLACE TEMP TABLE attribute_positions AS
 SELECT
     shape AS attribute_shape,
+    list_position(keys, 'ai.settings.context.sessionId') AS "ai.settings.context.sessionId",
     list_position(keys, 'ai.telemetry.metadata.sessionId') AS "ai.telemetry.metadata.sessionId",
     list_position(keys, 'ai.toolCall.args') AS "ai.toolCall.args",
     list_position(keys, 'ai.toolCall.id') AS "ai.toolCall.id",
@@ -486,7 +487,10 @@ WITH conversation_span AS (
             attribute_vals["gen_ai.conversation.id"],
             attribute_vals["session.id"],
             -- Vercel AI SDK's telemetry metadata (v4: on the ai.generateText span only).
-            attribute_vals["ai.telemetry.metadata.sessionId"]) AS conversation_id
+            attribute_vals["ai.telemetry.metadata.sessionId"],
+            -- v7 (@ai-sdk/otel) has no metadata: the app's runtimeContext.sessionId,
+            -- on the root invoke_agent span only.
+            attribute_vals["ai.settings.context.sessionId"]) AS conversation_id
     FROM span_rows
     LEFT JOIN attribute_positions USING (attribute_shape)
     WHERE trace_id IN (SELECT trace_id FROM touched_tool_spans WHERE conversation_attr IS NULL)

@@ -189,6 +189,8 @@ NO_NODE = pytest.mark.skipif(shutil.which("node") is None, reason="node is not i
     [
         pytest.param("vercel-ai-6", "on", marks=NO_NODE),
         pytest.param("vercel-ai-4", "off", marks=NO_NODE),
+        pytest.param("vercel-ai-7", "on", marks=NO_NODE),
+        pytest.param("openai-openinference-js", "on", marks=NO_NODE),
         ("langchain-openinference", "on"),
         ("openai-openllmetry", "on"),
         ("pydantic-ai", "on"),
@@ -197,9 +199,10 @@ NO_NODE = pytest.mark.skipif(shutil.which("node") is None, reason="node is not i
     ],
 )
 def test_a_live_recording_reads_like_its_fixture(stack: str, capture: str, tmp_path: Path) -> None:
-    from .instrumentations.record.regenerate import JS_STACKS, record
+    from .instrumentations.record.regenerate import JS_SCRIPTS, JS_STACKS, record
 
-    if stack in JS_STACKS and not (RECORD / "js" / "node_modules").is_dir():
+    node = stack in JS_STACKS or stack in JS_SCRIPTS
+    if node and not (RECORD / "js" / "node_modules").is_dir():
         subprocess.run(["bash", "scripts/install-node-deps.sh"], check=True)
     out = tmp_path / "spans.jsonl"
     recorded = record(stack, capture, out)

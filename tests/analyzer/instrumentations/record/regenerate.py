@@ -7,10 +7,10 @@ off, and writes ``tests/analyzer/instrumentations/<stack>-<capture>/`` with
 ``spans.jsonl`` (OTLP/JSON lines; gzipped as ``spans.jsonl.gz`` when over
 200 KB) and ``labels.json`` (the library versions,
 which trace is which scenario, what must and must not be found). JS stacks run
-``js/record.mjs`` with node (``npm ci`` in ``js/`` first); Python stacks run
-``record_py.py`` (or their own module, ``OWN_MODULE``) in a process of their
-own (instrumentors patch globally and read their capture settings from the
-environment when they start).
+``js/record.mjs`` (or their own script, ``JS_SCRIPTS``) with node (``npm ci``
+in ``js/`` first); Python stacks run ``record_py.py`` (or their own module,
+``OWN_MODULE``) in a process of their own (instrumentors patch globally and
+read their capture settings from the environment when they start).
 """
 
 from __future__ import annotations
@@ -29,6 +29,13 @@ ROOT = FIXTURES.parents[2]
 SCENARIO: dict[str, Any] = json.loads((HERE / "scenario.json").read_text())
 
 JS_STACKS = {"vercel-ai-4": "4", "vercel-ai-5": "5", "vercel-ai-6": "6"}
+# JS stacks with a recorder of their own in js/ (run as `node SCRIPT on|off OUT`):
+# Vercel AI SDK 7 writes its spans through @ai-sdk/otel, no longer from `ai`.
+JS_SCRIPTS = {
+    "vercel-ai-7": "vercel_ai_7.mjs",
+    # The openai npm client + OpenInference; the app's tools are not instrumented.
+    "openai-openinference-js": "openai_openinference.mjs",
+}
 PY_STACKS = (
     "langchain-openinference",
     "langchain-openllmetry",
@@ -56,7 +63,7 @@ OWN_MODULE = {
     "ms-agent-framework": "py_ms_agent_framework",
     "mlflow": "py_mlflow",
 }
-STACKS = (*JS_STACKS, *PY_STACKS)
+STACKS = (*JS_STACKS, *JS_SCRIPTS, *PY_STACKS)
 CAPTURES = ("on", "off")
 
 
@@ -64,6 +71,8 @@ def record(stack: str, capture: str, out: Path) -> dict[str, Any]:
     """Run one stack's recorder into ``out``; its ``{"traces", "versions"}``."""
     if stack in JS_STACKS:
         command = ["node", str(HERE / "js" / "record.mjs"), JS_STACKS[stack], capture, str(out)]
+    elif stack in JS_SCRIPTS:
+        command = ["node", str(HERE / "js" / JS_SCRIPTS[stack]), capture, str(out)]
     else:
         module = f"tests.analyzer.instrumentations.record.{OWN_MODULE.get(stack, 'record_py')}"
         python = os.environ.get(OWN_PYTHON.get(stack, ""), sys.executable)
