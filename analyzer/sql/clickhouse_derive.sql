@@ -43,7 +43,7 @@ SELECT
     coalesce(
         a_error_code, a_error_type,
         if(a_status IS NULL AND scope_name <> 'toolspan',
-           coalesce(exception_type, if(result_failed, 'tool_error', NULL)), NULL)) AS error_code,
+           coalesce(exception_class, if(result_failed, 'tool_error', NULL)), NULL)) AS error_code,
     accurateCastOrNull(a_retryable, 'Bool') AS retryable,
     toInt64OrNull(a_attempts) AS attempts_attr,
     toFloat64OrNull(a_total_wait_s) AS total_wait_s,
@@ -120,6 +120,11 @@ FROM (
            JSONExtractRaw(arguments_text, 'inputs'), arguments_text) AS arguments_value,
         -- The first exception event's exception.type ('exception' when it names none).
         toValidUTF8(nullIf(arrayFirst(t -> t <> '', $exception_types), '')) AS exception_type,
+        -- A LangChain.js failure string's class (derive.sql, exception_class).
+        if(exception_type = 'exception',
+           coalesce(nullIf(extract(toValidUTF8(StatusMessage), '\\n\\n([A-Za-z_][A-Za-z0-9_]*): '), ''),
+                    exception_type),
+           exception_type) AS exception_class,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.result.hash')) AS a_result_hash,
         toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.error_code')) AS a_error_code,
         toValidUTF8(toolspan_attr(SpanAttributes, 'error.type')) AS a_error_type,

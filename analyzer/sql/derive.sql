@@ -151,6 +151,12 @@ tool_span AS (
         -- tool_call_id differs on every call), and OpenLLMetry's callback
         -- envelope's inputs (its graph step, checkpoint and call id differ too).
         coalesce(json_extract(result_message, '$.content')::VARCHAR, result_text) AS result_value,
+        -- LangChain.js tracers (OpenInference JS) record a failure as a string,
+        -- message + "\n\n" + stack, so its exception event names no type; the
+        -- stack's first line does ("TimeoutError: payment gateway timed out").
+        CASE WHEN exception_type = 'exception' THEN coalesce(
+            nullif(regexp_extract(status_message, '\n\n([A-Za-z_][A-Za-z0-9_]*): ', 1), ''),
+            exception_type) ELSE exception_type END AS exception_class,
         CASE
             WHEN json_valid(arguments_text)
                 AND json_exists(arguments_text, '$.inputs')
@@ -203,7 +209,7 @@ SELECT
         attribute_vals["toolspan.error_code"],
         attribute_vals["error.type"],
         CASE WHEN attribute_vals["toolspan.status"] IS NULL AND scope_name IS DISTINCT FROM 'toolspan' THEN
-            coalesce(exception_type, CASE WHEN result_failed THEN 'tool_error' END)
+            coalesce(exception_class, CASE WHEN result_failed THEN 'tool_error' END)
         END) AS error_code,
     TRY_CAST(attribute_vals["toolspan.retryable"] AS BOOLEAN) AS retryable,
     TRY_CAST(attribute_vals["toolspan.attempts"] AS BIGINT) AS attempts_attr,

@@ -28,6 +28,12 @@ ROOT = FIXTURES.parents[2]
 SCENARIO: dict[str, Any] = json.loads((HERE / "scenario.json").read_text())
 
 JS_STACKS = {"vercel-ai-4": "4", "vercel-ai-5": "5", "vercel-ai-6": "6"}
+# JS stacks with a recorder of their own in js/ (run as `node SCRIPT on|off OUT`):
+# LangChain.js 1.x instrumented by OpenInference / OpenLLMetry (js/langchainjs.mjs).
+JS_SCRIPTS = {
+    "langchainjs-openinference": "langchainjs_openinference.mjs",
+    "langchainjs-openllmetry": "langchainjs_openllmetry.mjs",
+}
 PY_STACKS = (
     "langchain-openinference",
     "langchain-openllmetry",
@@ -44,7 +50,7 @@ PY_STACKS = (
 # strands-agents 1.62 wants mcp < 2.3 (dev has 2.3): TOOLSPAN_STRANDS_PYTHON, the
 # same way with `pip install strands-agents opentelemetry-exporter-otlp-json-file`.
 OWN_PYTHON = {"google-adk": "TOOLSPAN_ADK_PYTHON", "strands": "TOOLSPAN_STRANDS_PYTHON"}
-STACKS = (*JS_STACKS, *PY_STACKS)
+STACKS = (*JS_STACKS, *JS_SCRIPTS, *PY_STACKS)
 CAPTURES = ("on", "off")
 
 
@@ -52,6 +58,8 @@ def record(stack: str, capture: str, out: Path) -> dict[str, Any]:
     """Run one stack's recorder into ``out``; its ``{"traces", "versions"}``."""
     if stack in JS_STACKS:
         command = ["node", str(HERE / "js" / "record.mjs"), JS_STACKS[stack], capture, str(out)]
+    elif stack in JS_SCRIPTS:
+        command = ["node", str(HERE / "js" / JS_SCRIPTS[stack]), capture, str(out)]
     else:
         module = "tests.analyzer.instrumentations.record.record_py"
         python = os.environ.get(OWN_PYTHON.get(stack, ""), sys.executable)
