@@ -25,7 +25,9 @@ SELECT
         a_oi_kind = 'TOOL', 'openinference',
         name = 'ai.toolCall', 'vercel',
         'genai') AS source,
-    coalesce(a_tool_name, a_oi_tool_name, a_vercel_tool_name, nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), '')) AS tool,
+    -- The result ToolMessage's name before the span's (derive.sql: OpenLLMetry JS).
+    coalesce(a_tool_name, a_oi_tool_name, a_vercel_tool_name, nullIf(JSONExtractString(result_message, 'name'), ''),
+             nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), '')) AS tool,
     coalesce(a_call_id, a_oi_call_id, a_vercel_call_id) AS call_id,
     coalesce(a_conversation, a_session, a_vercel_session) AS conversation_attr,
     a_request_id AS request_id,
@@ -100,11 +102,16 @@ FROM (
         coalesce(
             toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.arguments')),
             toValidUTF8(toolspan_attr(SpanAttributes, 'input.value')),
-            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.args'))) AS arguments_raw,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.args')),
+            -- OpenLLMetry JS: {"args": ["<the tool's input>"]} (derive.sql).
+            if(JSONType(a_traceloop_input, 'args', 1) = 'String',
+               JSONExtractString(a_traceloop_input, 'args', 1), NULL)) AS arguments_raw,
         coalesce(
             toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.result')),
             toValidUTF8(toolspan_attr(SpanAttributes, 'output.value')),
-            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.result'))) AS result_raw,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.result')),
+            toValidUTF8(toolspan_attr(SpanAttributes, 'traceloop.entity.output'))) AS result_raw,
+        toValidUTF8(ifNull(toolspan_attr(SpanAttributes, 'traceloop.entity.input'), '')) AS a_traceloop_input,
         -- A LangChain ToolMessage as the result, its failure, and what the
         -- fingerprints read (derive.sql, tool_span).
         multiIf(

@@ -72,6 +72,8 @@ SELECT
     list_position(keys, 'session.id') AS "session.id",
     list_position(keys, 'tool.name') AS "tool.name",
     list_position(keys, 'tool_call.id') AS "tool_call.id",
+    list_position(keys, 'traceloop.entity.input') AS "traceloop.entity.input",
+    list_position(keys, 'traceloop.entity.output') AS "traceloop.entity.output",
     list_position(keys, 'toolspan.args.hash') AS "toolspan.args.hash",
     list_position(keys, 'toolspan.attempt') AS "toolspan.attempt",
     list_position(keys, 'toolspan.attempt.outcome') AS "toolspan.attempt.outcome",
@@ -125,10 +127,17 @@ tool_span AS (
         *,
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.arguments"], attribute_vals["input.value"],
-            attribute_vals["ai.toolCall.args"])) AS arguments_text,
+            attribute_vals["ai.toolCall.args"],
+            -- OpenLLMetry JS: only traceloop.entity.input, {"args": ["<the tool's input>"]}.
+            CASE WHEN json_valid(attribute_vals["traceloop.entity.input"])
+                     AND json_type(attribute_vals["traceloop.entity.input"], '$.args[0]') = 'VARCHAR'
+                THEN json_extract_string(attribute_vals["traceloop.entity.input"], '$.args[0]')
+            END)) AS arguments_text,
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.result"], attribute_vals["output.value"],
-            attribute_vals["ai.toolCall.result"])) AS result_text,
+            attribute_vals["ai.toolCall.result"],
+            -- OpenLLMetry JS: the serialized ToolMessage.
+            attribute_vals["traceloop.entity.output"])) AS result_text,
         -- The fields of a LangChain ToolMessage as the result: OpenInference's
         -- output.value (message_to_dict: {"type": "tool", "data": {...}}),
         -- a serialized one ({"lc": 1, ..., "kwargs": {...}}), or one under
@@ -181,6 +190,10 @@ SELECT
         attribute_vals["gen_ai.tool.name"],
         attribute_vals["tool.name"],
         attribute_vals["ai.toolCall.name"],
+        -- The result ToolMessage's name before the span's: OpenLLMetry JS names
+        -- every LangChain.js tool span by the tool's class (execute_tool
+        -- DynamicStructuredTool) and sets no gen_ai.tool.name.
+        nullif(json_extract_string(result_message, '$.name'), ''),
         nullif(trim(regexp_replace(name, '^execute_tool', '')), '')
     ) AS tool,
     coalesce(

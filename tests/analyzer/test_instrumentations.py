@@ -41,10 +41,11 @@ REQUESTED = (
 )
 # OpenLLMetry JS names a tool span by the tool's class, not the tool: every
 # LangChain.js tool() is "execute_tool DynamicStructuredTool" (handleToolStart
-# takes tool.id[-1] and drops the run name), with no gen_ai.tool.name.
+# takes tool.id[-1] and drops the run name), with no gen_ai.tool.name. The
+# analyzer takes the name from the result ToolMessage, which a failed call lacks.
 CLASS_NAMED = (
     "@traceloop/instrumentation-langchain 0.27 names every tool span by its class"
-    " (execute_tool DynamicStructuredTool, traceloop.entity.name DynamicStructuredTool)"
+    " (execute_tool DynamicStructuredTool); the name is read from the result ToolMessage"
 )
 # Per check ("calls", "findings", "same": DuckDB and ClickHouse agree), the
 # folders today's analyzer fails and why.
@@ -52,13 +53,14 @@ KNOWN_WRONG: dict[str, dict[str, str]] = {
     "calls": {
         "openai-openinference-on": REQUESTED,
         "openai-openllmetry-on": REQUESTED,
-        "langchainjs-openllmetry-on": CLASS_NAMED,
-        "langchainjs-openllmetry-off": CLASS_NAMED + ", and with capture off no span of the"
-        " run names the tool",
+        "langchainjs-openllmetry-on": CLASS_NAMED + ", which the two timed-out charges do"
+        " not have: they read as DynamicStructuredTool",
+        "langchainjs-openllmetry-off": CLASS_NAMED + ", not recorded with capture off: no"
+        " span of the run names the tool",
     },
     "findings": {
-        "langchainjs-openllmetry-on": CLASS_NAMED + "; the arguments and result are only in"
-        " traceloop.entity.input/.output, not read: every call is unverifiable",
+        "langchainjs-openllmetry-on": CLASS_NAMED + ": the timed-out charges are unnamed,"
+        " so the write_after_unknown of charge is missed",
         "openai-openinference-on": REQUESTED + ": no loop",
         "openai-openllmetry-on": REQUESTED + ": no loop",
         "strands-on": "the arguments and result are in span events (gen_ai.tool.message"
@@ -196,6 +198,49 @@ def test_clickhouse_gives_the_duckdb_answers_and_matches_the_labels(
     finally:
         table.drop()
     _assert_matches(findings, labels)
+
+
+# -- what is read of OpenLLMetry JS's class-named tool spans ---------------------------
+
+OPENLLMETRY_JS = "langchainjs-openllmetry-on"
+
+
+def test_openllmetry_js_tools_are_named_from_their_result_message() -> None:
+    # What the strict xfails above cannot show: the 13 calls that returned are
+    # named (and their arguments read); only the 2 timed-out charges are not.
+    with Analyzer() as az:
+        az.ingest([_spans(OPENLLMETRY_JS)])
+        rows = az.query(
+            "SELECT tool, count(*), count(args_fingerprint) FROM tool_calls GROUP BY 1 ORDER BY 1"
+        ).rows
+    assert rows == [
+        ("DynamicStructuredTool", 2, 2),
+        ("charge", 1, 1),
+        ("get_order", 6, 6),
+        ("send_email", 6, 6),
+    ]
+
+
+def _named_findings(findings: list[Finding]) -> set[Key]:
+    return found(findings, _labels(OPENLLMETRY_JS)["traces"])
+
+
+def test_openllmetry_js_findings_are_all_but_the_unnamed_charges() -> None:
+    expected = _expected(_labels(OPENLLMETRY_JS))
+    missed = {("write_after_unknown", "charge", "repeats")}
+    assert _named_findings(_duck_findings(OPENLLMETRY_JS)) == expected - missed
+
+
+def test_openllmetry_js_reads_alike_on_clickhouse(clickhouse: Backend) -> None:
+    # The strict xfail of the ClickHouse check would hide a disagreement here.
+    labels = _labels(OPENLLMETRY_JS)
+    table = Table(clickhouse)
+    try:
+        table.load(_spans(OPENLLMETRY_JS))
+        findings = _assert_same(table, [_spans(OPENLLMETRY_JS)], write_tools=labels["write_tools"])
+    finally:
+        table.drop()
+    assert _named_findings(findings) == _named_findings(_duck_findings(OPENLLMETRY_JS))
 
 
 # -- live: the recorders run again, offline -------------------------------------------
