@@ -30,8 +30,10 @@ SELECT
         a_oi_kind = 'TOOL', 'openinference',
         name = 'ai.toolCall', 'vercel',
         'genai') AS source,
+    -- The result ToolMessage's name before the span's (derive.sql: OpenLLMetry JS).
     if(is_request, request.1,
-       coalesce(a_tool_name, a_oi_tool_name, a_vercel_tool_name, nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), ''))) AS tool,
+       coalesce(a_tool_name, a_oi_tool_name, a_vercel_tool_name, nullIf(JSONExtractString(result_message, 'name'), ''),
+                nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), ''))) AS tool,
     if(is_request, request.2, coalesce(a_call_id, a_oi_call_id, a_vercel_call_id)) AS call_id,
     coalesce(a_conversation, a_session, a_vercel_session) AS conversation_attr,
     -- A request carries nothing of its LLM span but its ids, conversation and end.
@@ -52,7 +54,7 @@ SELECT
         a_error_code, a_error_type,
         if(a_status IS NULL AND scope_name <> 'toolspan',
            coalesce(
-               exception_type,
+               exception_class,
                if(status_code = 'ERROR', nullIf(trimBoth(status_message), ''), NULL),
                if(result_failed, 'tool_error', NULL)), NULL))) AS error_code,
     if(is_request, NULL, accurateCastOrNull(a_retryable, 'Bool')) AS retryable,
@@ -134,12 +136,17 @@ FROM (
                 toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.arguments')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'input.value')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.args')),
+                -- OpenLLMetry JS: {"args": ["<the tool's input>"]} (derive.sql).
+                if(JSONType(a_traceloop_input, 'args', 1) = 'String',
+                   JSONExtractString(a_traceloop_input, 'args', 1), NULL),
                 if(startsWith(SpanName, 'execute_tool'), toValidUTF8($event_arguments), NULL)) AS arguments_raw,
             coalesce(
                 toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.result')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'output.value')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.result')),
+                toValidUTF8(toolspan_attr(SpanAttributes, 'traceloop.entity.output')),
                 if(startsWith(SpanName, 'execute_tool'), toValidUTF8($event_result), NULL)) AS result_raw,
+            toValidUTF8(ifNull(toolspan_attr(SpanAttributes, 'traceloop.entity.input'), '')) AS a_traceloop_input,
             -- A LangChain ToolMessage as the result, its failure, and what the
             -- fingerprints read (derive.sql, tool_span).
             multiIf(
@@ -155,6 +162,11 @@ FROM (
                JSONExtractRaw(arguments_text, 'inputs'), arguments_text) AS arguments_value,
             -- The first exception event's exception.type ('exception' when it names none).
             toValidUTF8(nullIf(arrayFirst(t -> t <> '', $exception_types), '')) AS exception_type,
+            -- A LangChain.js failure string's class (derive.sql, exception_class).
+            if(exception_type = 'exception',
+               coalesce(nullIf(extract(toValidUTF8(StatusMessage), '\\n\\n([A-Za-z_][A-Za-z0-9_]*): '), ''),
+                        exception_type),
+               exception_type) AS exception_class,
             toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.result.hash')) AS a_result_hash,
             toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.error_code')) AS a_error_code,
             toValidUTF8(toolspan_attr(SpanAttributes, 'error.type')) AS a_error_type,

@@ -74,6 +74,8 @@ SELECT
     list_position(keys, 'session.id') AS "session.id",
     list_position(keys, 'tool.name') AS "tool.name",
     list_position(keys, 'tool_call.id') AS "tool_call.id",
+    list_position(keys, 'traceloop.entity.input') AS "traceloop.entity.input",
+    list_position(keys, 'traceloop.entity.output') AS "traceloop.entity.output",
     list_position(keys, 'toolspan.args.hash') AS "toolspan.args.hash",
     list_position(keys, 'toolspan.attempt') AS "toolspan.attempt",
     list_position(keys, 'toolspan.attempt.outcome') AS "toolspan.attempt.outcome",
@@ -129,10 +131,19 @@ tool_span AS (
         -- when OTEL_SEMCONV_STABILITY_OPT_IN writes them too.
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.arguments"], attribute_vals["input.value"],
-            attribute_vals["ai.toolCall.args"], event_arguments)) AS arguments_text,
+            attribute_vals["ai.toolCall.args"],
+            -- OpenLLMetry JS: only traceloop.entity.input, {"args": ["<the tool's input>"]}.
+            CASE WHEN json_valid(attribute_vals["traceloop.entity.input"])
+                     AND json_type(attribute_vals["traceloop.entity.input"], '$.args[0]') = 'VARCHAR'
+                THEN json_extract_string(attribute_vals["traceloop.entity.input"], '$.args[0]')
+            END,
+            event_arguments)) AS arguments_text,
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.result"], attribute_vals["output.value"],
-            attribute_vals["ai.toolCall.result"], event_result)) AS result_text,
+            attribute_vals["ai.toolCall.result"],
+            -- OpenLLMetry JS: the serialized ToolMessage.
+            attribute_vals["traceloop.entity.output"],
+            event_result)) AS result_text,
         -- The fields of a LangChain ToolMessage as the result: OpenInference's
         -- output.value (message_to_dict: {"type": "tool", "data": {...}}),
         -- a serialized one ({"lc": 1, ..., "kwargs": {...}}), or one under
@@ -155,6 +166,12 @@ tool_span AS (
         -- tool_call_id differs on every call), and OpenLLMetry's callback
         -- envelope's inputs (its graph step, checkpoint and call id differ too).
         coalesce(json_extract(result_message, '$.content')::VARCHAR, result_text) AS result_value,
+        -- LangChain.js tracers (OpenInference JS) record a failure as a string,
+        -- message + "\n\n" + stack, so its exception event names no type; the
+        -- stack's first line does ("TimeoutError: payment gateway timed out").
+        CASE WHEN exception_type = 'exception' THEN coalesce(
+            nullif(regexp_extract(status_message, '\n\n([A-Za-z_][A-Za-z0-9_]*): ', 1), ''),
+            exception_type) ELSE exception_type END AS exception_class,
         CASE
             WHEN json_valid(arguments_text)
                 AND json_exists(arguments_text, '$.inputs')
@@ -179,6 +196,10 @@ SELECT
         attribute_vals["gen_ai.tool.name"],
         attribute_vals["tool.name"],
         attribute_vals["ai.toolCall.name"],
+        -- The result ToolMessage's name before the span's: OpenLLMetry JS names
+        -- every LangChain.js tool span by the tool's class (execute_tool
+        -- DynamicStructuredTool) and sets no gen_ai.tool.name.
+        nullif(json_extract_string(result_message, '$.name'), ''),
         nullif(trim(regexp_replace(name, '^execute_tool', '')), '')
     ) AS tool,
     coalesce(
@@ -211,7 +232,7 @@ SELECT
         attribute_vals["error.type"],
         CASE WHEN attribute_vals["toolspan.status"] IS NULL AND scope_name IS DISTINCT FROM 'toolspan' THEN
             coalesce(
-                exception_type,
+                exception_class,
                 CASE WHEN status_code = 'ERROR' THEN nullif(trim(status_message), '') END,
                 CASE WHEN result_failed THEN 'tool_error' END)
         END) AS error_code,

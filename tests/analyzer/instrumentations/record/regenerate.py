@@ -30,11 +30,14 @@ SCENARIO: dict[str, Any] = json.loads((HERE / "scenario.json").read_text())
 
 JS_STACKS = {"vercel-ai-4": "4", "vercel-ai-5": "5", "vercel-ai-6": "6"}
 # JS stacks with a recorder of their own in js/ (run as `node SCRIPT on|off OUT`):
-# Vercel AI SDK 7 writes its spans through @ai-sdk/otel, no longer from `ai`.
 JS_SCRIPTS = {
+    # Vercel AI SDK 7 writes its spans through @ai-sdk/otel, no longer from `ai`.
     "vercel-ai-7": "vercel_ai_7.mjs",
     # The openai npm client + OpenInference; the app's tools are not instrumented.
     "openai-openinference-js": "openai_openinference.mjs",
+    # LangChain.js 1.x instrumented by OpenInference / OpenLLMetry (js/langchainjs.mjs).
+    "langchainjs-openinference": "langchainjs_openinference.mjs",
+    "langchainjs-openllmetry": "langchainjs_openllmetry.mjs",
 }
 PY_STACKS = (
     "langchain-openinference",
