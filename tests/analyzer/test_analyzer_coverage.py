@@ -45,8 +45,8 @@ FOLDERS = sorted(p.name for p in FIXTURES.iterdir() if (p / "labels.json").is_fi
 # and the app's own span per fixture; the tools themselves are not instrumented).
 NOTHING = ("openai-openinference-off", "openai-openllmetry-off")
 # Each fixture whose tool spans the analyzer reads: (source, calls, calls
-# whose arguments were not recorded). Strands writes arguments only in span
-# events by default, which are not read; capture off records none.
+# whose arguments were not recorded): capture off records none (Strands'
+# arguments are read from its span events when on).
 STACKS = {
     "google-adk": "genai",
     "langchain-openinference": "openinference",
@@ -57,7 +57,7 @@ STACKS = {
     "vercel-ai-6": "vercel",
 }
 RECOGNISED: dict[str, tuple[str, int, int]] = {
-    f"{stack}-{capture}": (source, 15, 15 if capture == "off" or stack == "strands" else 0)
+    f"{stack}-{capture}": (source, 15, 15 if capture == "off" else 0)
     for stack, source in STACKS.items()
     for capture in ("on", "off")
 }
