@@ -6,7 +6,7 @@ SELECT
     any(conversation_id) AS conversation_id,
     uniqExact(request_id) AS requests,
     count() AS calls,
-    countIf(status <> 'succeeded') AS failed_calls,
+    countIf(status NOT IN ('succeeded', 'requested')) AS failed_calls,
     min(start_time) AS first_call
 FROM ($filtered_calls)
 GROUP BY trace_id

@@ -5,7 +5,7 @@ SELECT
     any_value(conversation_id) AS conversation_id,
     count(DISTINCT request_id) AS requests,
     count(*) AS calls,
-    count(*) FILTER (WHERE status <> 'succeeded') AS failed_calls,
+    count(*) FILTER (WHERE status NOT IN ('succeeded', 'requested')) AS failed_calls,
     min(start_time) AS first_call
 FROM filtered_calls($t0, $t1, $conv, $tools, $statuses)
 GROUP BY trace_id
