@@ -111,6 +111,13 @@ def connection() -> duckdb.DuckDBPyConnection | ClickHouseDatabase:
         stop_with(str(exc))
 
 
+def _generation() -> int:
+    """The cache key of the data: a ClickHouse source's analysis is built again
+    as spans arrive (its generation); a DuckDB file's is 0."""
+    database = connection()
+    return database.generation if isinstance(database, ClickHouseDatabase) else 0
+
+
 @st.cache_data(show_spinner=False, max_entries=512)
 def _cached(path: str, generation: int, name: str, params: dict[str, Any]) -> pd.DataFrame:
     # generation: a ClickHouse source's analysis, built again as spans arrive.
@@ -119,10 +126,8 @@ def _cached(path: str, generation: int, name: str, params: dict[str, Any]) -> pd
 
 def query(name: str, **params: Any) -> pd.DataFrame:
     """Run the named page query (cached on its parameters); stop the page on error."""
-    database = connection()
-    generation = database.generation if isinstance(database, ClickHouseDatabase) else 0
     try:
-        return _cached(_db_path(), generation, name, params)
+        return _cached(_db_path(), _generation(), name, params)
     except DashboardError as exc:
         stop_with(str(exc))
 
@@ -137,10 +142,8 @@ def coverage_line() -> str:
     (docs/analyzer.md#coverage): spans read, GenAI-looking spans, tool calls per
     source, calls whose arguments were not recorded. Only figures and the
     analyzer's own source names: nothing from a trace."""
-    database = connection()
-    generation = database.generation if isinstance(database, ClickHouseDatabase) else 0
     try:
-        return _coverage_text(_cached_coverage(_db_path(), generation))
+        return _coverage_text(_cached_coverage(_db_path(), _generation()))
     except DashboardError as exc:
         stop_with(str(exc))
 
