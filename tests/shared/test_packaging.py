@@ -342,6 +342,30 @@ def test_from_the_clones_root_the_wheel_imports_every_part_and_runs_the_command(
     assert version == f"toolspan {PYPROJECT['project']['version']}\n"
 
 
+# Runs the command with the given modules made unimportable.
+CLI_BLOCKED = """
+import json, sys
+for module in json.loads(sys.argv[1]):
+    sys.modules[module] = None
+from toolspan.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.slow
+def test_the_analyzer_extra_alone_reads_foreign_spans(wheel_venv: Path) -> None:
+    """Foreign spans' arguments are fingerprinted by a Python function DuckDB
+    registers, which imports numpy: the analyzer extra must bring it (a user of
+    ``toolspan[analyzer]`` got a traceback on every foreign trace)."""
+    blocked = [] if "numpy" in _requirement_closure({"analyzer"}) else ["numpy"]
+    fixture = REPO / "tests" / "analyzer" / "instrumentations" / "vercel-ai-6-on" / "spans.jsonl"
+    python = wheel_venv / "bin" / "python"
+    done = _run(wheel_venv, python, "-c", CLI_BLOCKED, json.dumps(blocked), "analyze", fixture,
+                check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "send_email" in done.stdout
+
+
 @pytest.mark.slow
 def test_from_the_clones_root_every_example_program_runs(wheel_venv: Path, tmp_path: Path) -> None:
     programs = example_programs()
