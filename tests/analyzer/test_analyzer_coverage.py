@@ -296,11 +296,9 @@ def _same_coverage(table: Table, paths: list[Path]) -> dict[str, Any]:
     return cover
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("folder", FOLDERS)
-def test_clickhouse_gives_the_duckdb_coverage(table: Table, folder: str) -> None:
-    table.load(_spans(folder))
-    _same_coverage(table, [_spans(folder)])
+# Every fixture's coverage on ClickHouse (both layouts) is checked with its
+# findings, all fixtures in one table: test_instrumentations.py's
+# test_clickhouse_gives_the_duckdb_answers_over_every_fixture.
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
