@@ -108,6 +108,49 @@ def test_a_subscribed_http_client_gets_an_update_sent_outside_any_call(spans, up
     assert bystander.updates() == []
 
 
+async def _one_unsubscribes(url: str, jobs: Jobs) -> tuple[Inbox, Inbox, list[str]]:
+    """Two clients subscribe to the stock, the first unsubscribes; then it changes."""
+    leaving, staying = Inbox(), Inbox()
+    async with Client(url, mode="legacy", message_handler=staying) as stays:
+        async with Client(url, mode="legacy", message_handler=leaving) as leaves:
+            with pytest.warns(MCPDeprecationWarning):
+                await leaves.subscribe_resource(STOCK_URI)
+                await stays.subscribe_resource(STOCK_URI)
+                await leaves.unsubscribe_resource(STOCK_URI)
+            upstream_saw = list(jobs.requests)
+            await leaves.call_tool("touch_stock", {})  # answered: no call runs now
+            assert jobs.touch is not None
+            jobs.touch.set()
+            with anyio.fail_after(WAIT_S):
+                await staying.updated.wait()
+            with pytest.warns(MCPDeprecationWarning):
+                await leaves.send_ping()  # its stream had the time to get it
+        # The last subscriber's session ends (the SDK client's DELETE): unsubscribed upstream.
+        jobs.unsubscribed = asyncio.Event()
+    with anyio.fail_after(WAIT_S):
+        await jobs.unsubscribed.wait()
+    return leaving, staying, upstream_saw
+
+
+@pytest.mark.slow
+def test_one_clients_unsubscribe_leaves_the_others_subscription_upstream(spans):
+    jobs = Jobs()
+
+    async def test() -> Any:
+        jobs.touch = asyncio.Event()
+        async with proxy_of(jobs, spans, "memory") as url:
+            return await _one_unsubscribes(url, jobs)
+
+    # Before: both subscribes and the unsubscribe went upstream, whose one session
+    # was then unsubscribed for both: the staying client's wait timed out.
+    leaving, staying, upstream_saw = anyio.run(test)
+    assert staying.updates() == [STOCK_URI]
+    assert leaving.updates() == []
+    subscribes = [r for r in upstream_saw if r.startswith("resources/")]
+    assert subscribes == [f"resources/subscribe {STOCK_URI}"]
+    assert jobs.requests[-1] == f"resources/unsubscribe {STOCK_URI}"
+
+
 @pytest.mark.parametrize(
     ("headers", "status"),
     [
@@ -115,8 +158,9 @@ def test_a_subscribed_http_client_gets_an_update_sent_outside_any_call(spans, up
         ({"origin": "https://evil.example"}, 403),
         ({}, 400),  # no session
         ({"accept": "application/json", "mcp-session-id": "s"}, 406),
+        ({"mcp-session-id": "s", "last-event-id": "http-9-1"}, 400),
     ],
-    ids=["host", "origin", "no-session", "not-sse"],
+    ids=["host", "origin", "no-session", "not-sse", "unknown-event-id"],
 )
 def test_the_standalone_get_keeps_the_dns_rebinding_checks(spans, headers, status):
     jobs = Jobs()
