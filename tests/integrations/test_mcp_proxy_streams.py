@@ -67,27 +67,32 @@ async def proxy_of(
         yield await stack.enter_async_context(uvicorn_serving(http_app(proxy)))
 
 
-async def _subscribed_client_sees_the_update(url: str, jobs: Jobs, others: int = 0) -> Any:
-    inbox, bystanders = Inbox(), [Inbox() for _ in range(others)]
+async def _subscribed_client_sees_the_update(url: str, jobs: Jobs) -> tuple[Inbox, Inbox]:
+    """A client subscribes to the stock; another subscribes and unsubscribes; then the
+    stock changes. Both sessions end (the SDK client's ``DELETE``) before the return."""
+    inbox, bystander = Inbox(), Inbox()
+    jobs.unsubscribed = asyncio.Event()
     async with Client(url, mode="legacy", message_handler=inbox) as client:
-        bystander_clients = [Client(url, mode="legacy", message_handler=b) for b in bystanders]
-        for other in bystander_clients:
-            await other.__aenter__()
-        try:
+        async with Client(url, mode="legacy", message_handler=bystander) as other:
             with pytest.warns(MCPDeprecationWarning):
                 await client.subscribe_resource(STOCK_URI)
+                await other.subscribe_resource(STOCK_URI)
+                await other.unsubscribe_resource(STOCK_URI)
+            # One subscribe went upstream; the other's unsubscribe did not (shared session).
+            assert [r for r in jobs.requests if r.startswith("resources/")] == [
+                f"resources/subscribe {STOCK_URI}"
+            ]
             await client.call_tool("touch_stock", {})  # answered: no call runs now
             assert jobs.touch is not None
             jobs.touch.set()
             with anyio.fail_after(WAIT_S):
                 await inbox.updated.wait()
-            for other in bystander_clients:
-                with pytest.warns(MCPDeprecationWarning):  # legacy mode: still served
-                    await other.send_ping()  # their streams had the time to get it
-        finally:
-            for other in reversed(bystander_clients):
-                await other.__aexit__(None, None, None)
-    return inbox, bystanders
+            with pytest.warns(MCPDeprecationWarning):  # legacy mode: still served
+                await other.send_ping()  # its stream had the time to get it
+    # The last subscribed session ended: the upstream is unsubscribed.
+    with anyio.fail_after(WAIT_S):
+        await jobs.unsubscribed.wait()
+    return inbox, bystander
 
 
 @pytest.mark.slow
@@ -98,56 +103,15 @@ def test_a_subscribed_http_client_gets_an_update_sent_outside_any_call(spans, up
     async def test() -> Any:
         jobs.touch = asyncio.Event()
         async with proxy_of(jobs, spans, upstream) as url:
-            return await _subscribed_client_sees_the_update(url, jobs, others=1)
+            return await _subscribed_client_sees_the_update(url, jobs)
 
-    # Before: GET was 405; the update had nowhere to go and the wait timed out.
-    inbox, (bystander,) = anyio.run(test)
+    # Before: GET was 405; the update had nowhere to go and the wait timed out. Then:
+    # the other client's unsubscribe went upstream, whose one session was unsubscribed
+    # for both, and the wait timed out again.
+    inbox, bystander = anyio.run(test)
     assert inbox.updates() == [STOCK_URI]
-    assert f"resources/subscribe {STOCK_URI}" in jobs.requests
-    # A client that did not subscribe to the resource is not told of it.
+    # A client no longer subscribed to the resource is not told of it.
     assert bystander.updates() == []
-
-
-async def _one_unsubscribes(url: str, jobs: Jobs) -> tuple[Inbox, Inbox, list[str]]:
-    """Two clients subscribe to the stock, the first unsubscribes; then it changes."""
-    leaving, staying = Inbox(), Inbox()
-    async with Client(url, mode="legacy", message_handler=staying) as stays:
-        async with Client(url, mode="legacy", message_handler=leaving) as leaves:
-            with pytest.warns(MCPDeprecationWarning):
-                await leaves.subscribe_resource(STOCK_URI)
-                await stays.subscribe_resource(STOCK_URI)
-                await leaves.unsubscribe_resource(STOCK_URI)
-            upstream_saw = list(jobs.requests)
-            await leaves.call_tool("touch_stock", {})  # answered: no call runs now
-            assert jobs.touch is not None
-            jobs.touch.set()
-            with anyio.fail_after(WAIT_S):
-                await staying.updated.wait()
-            with pytest.warns(MCPDeprecationWarning):
-                await leaves.send_ping()  # its stream had the time to get it
-        # The last subscriber's session ends (the SDK client's DELETE): unsubscribed upstream.
-        jobs.unsubscribed = asyncio.Event()
-    with anyio.fail_after(WAIT_S):
-        await jobs.unsubscribed.wait()
-    return leaving, staying, upstream_saw
-
-
-@pytest.mark.slow
-def test_one_clients_unsubscribe_leaves_the_others_subscription_upstream(spans):
-    jobs = Jobs()
-
-    async def test() -> Any:
-        jobs.touch = asyncio.Event()
-        async with proxy_of(jobs, spans, "memory") as url:
-            return await _one_unsubscribes(url, jobs)
-
-    # Before: both subscribes and the unsubscribe went upstream, whose one session
-    # was then unsubscribed for both: the staying client's wait timed out.
-    leaving, staying, upstream_saw = anyio.run(test)
-    assert staying.updates() == [STOCK_URI]
-    assert leaving.updates() == []
-    subscribes = [r for r in upstream_saw if r.startswith("resources/")]
-    assert subscribes == [f"resources/subscribe {STOCK_URI}"]
     assert jobs.requests[-1] == f"resources/unsubscribe {STOCK_URI}"
 
 
