@@ -184,7 +184,7 @@ def http_app(
         if sse and session and message.method != _LISTEN:
             # A session's stream is resumable: its events have ids and are kept.
             log = sessions.log(session)
-            attached = log.open(own_id, prime=_primes(request, proxy))
+            attached = log.open(own_id, prime=_primes(request, proxy, message))
             reply: Reply = _recorder(log, own_id, message.id)
             await _handle(proxy, sessions, session, own, reply)
             return StreamingResponse(
@@ -254,11 +254,15 @@ async def _resumable(attached: Attached) -> AsyncIterator[bytes]:
         attached.detach()
 
 
-def _primes(request: Request, proxy: McpProxy) -> bool:
+def _primes(request: Request, proxy: McpProxy, message: JSONRPCRequest | None = None) -> bool:
     """Only a client of 2025-11-25 or later expects an event with no data (the
-    priming event); an older one may fail to parse it."""
-    version = request.headers.get(PROTOCOL_HEADER) or proxy.protocol_version
-    return version is not None and version >= _PRIMING_SINCE
+    priming event); an older one may fail to parse it. The client's version: its
+    ``initialize``'s, else its header's, else the one the handshake settled on."""
+    version: Any = None
+    if message is not None and message.method == "initialize":
+        version = (message.params or {}).get("protocolVersion")
+    version = version or request.headers.get(PROTOCOL_HEADER) or proxy.protocol_version
+    return isinstance(version, str) and version >= _PRIMING_SINCE
 
 
 def _get_stream(request: Request, sessions: Sessions, proxy: McpProxy) -> Response:
