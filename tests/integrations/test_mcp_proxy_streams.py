@@ -19,6 +19,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 from toolspan.tracer.integrations.mcp_proxy import McpProxy, http_app, http_upstream, parse_config
 from toolspan.tracer.integrations.mcp_proxy._memory import ThroughProxy
+from toolspan.tracer.integrations.mcp_proxy._subscriptions import Subscriptions
 
 from .mcp_task_server import STOCK_URI, Jobs, task_server
 from .test_mcp_proxy import uvicorn_serving
@@ -182,3 +183,58 @@ def test_a_listen_through_the_stdio_serving_outlives_the_proxys_timeout(spans):
 
     # Before: the relayed listen was answered with a timeout error after timeout_s.
     assert anyio.run(test) == ResourceUpdated(uri=STOCK_URI)
+
+
+# -- the per-session subscription book -------------------------------------------------------
+
+
+def _request(method: str, number: int) -> mcp_types.JSONRPCRequest:
+    return mcp_types.JSONRPCRequest(
+        jsonrpc="2.0", id=f"http-{number}", method=method, params={"uri": STOCK_URI}
+    )
+
+
+@pytest.mark.parametrize("upstream_fails", [False, True], ids=["subscribed", "refused"])
+def test_a_subscribe_racing_the_first_of_its_uri_gets_the_upstreams_answer(upstream_fails):
+    """The upstream answers the first subscribe late; another session's, meanwhile,
+    is not sent again and gets that answer (an error too: nobody is subscribed)."""
+    book = Subscriptions()
+    relayed: list[tuple[mcp_types.JSONRPCRequest, Any]] = []
+    answers: dict[str, mcp_types.JSONRPCMessage] = {}
+
+    async def relay(request: mcp_types.JSONRPCRequest, reply: Any) -> None:
+        relayed.append((request, reply))
+
+    def reply_to(session: str) -> Any:
+        async def reply(message: mcp_types.JSONRPCMessage) -> None:
+            answers[session] = message
+
+        return reply
+
+    async def test() -> None:
+        await book.request("a", _request("resources/subscribe", 1), reply_to("a"), relay)
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                book.request, "b", _request("resources/subscribe", 2), reply_to("b"), relay
+            )
+            await anyio.wait_all_tasks_blocked()
+            assert "b" not in answers  # it waits for the upstream's answer to the first
+            first, reply = relayed[0]
+            if upstream_fails:
+                error = mcp_types.ErrorData(code=-32602, message="no such resource")
+                await reply(mcp_types.JSONRPCError(jsonrpc="2.0", id=first.id, error=error))
+            else:
+                await reply(mcp_types.JSONRPCResponse(jsonrpc="2.0", id=first.id, result={}))
+
+    anyio.run(test)
+    assert [r.method for r, _ in relayed] == ["resources/subscribe"]  # sent up once
+    kinds = {s: type(m).__name__ for s, m in answers.items()}
+    if upstream_fails:
+        assert kinds == {"a": "JSONRPCError", "b": "JSONRPCError"}
+        assert book.sessions(STOCK_URI) == frozenset()
+    else:
+        assert kinds == {"a": "JSONRPCResponse", "b": "JSONRPCResponse"}
+        assert answers["b"].id == "http-2"
+        assert book.sessions(STOCK_URI) == {"a", "b"}
+        assert book.end("a") == []  # b still holds it: no unsubscribe upstream
+        assert book.end("b") == [STOCK_URI]
