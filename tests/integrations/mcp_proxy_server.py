@@ -42,6 +42,7 @@ class Shop:
         self.task_requests: list[str] = []  # the tasks extension's methods, in order
         self.hanging: anyio.Event | None = None  # set when `hang` starts
         self.cancelled: anyio.Event | None = None  # set when `hang` is cancelled
+        self.gate: anyio.Event | None = None  # `wait_for_gate` answers once it is set
 
     def saw(self, name: str, ctx: Context) -> int:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -148,6 +149,15 @@ def shop_server(shop: Shop) -> MCPServer:
         for step in range(1, steps + 1):
             await ctx.report_progress(step, steps, f"step {step}")
         return "done"
+
+    @server.tool()
+    async def wait_for_gate(ctx: Context) -> str:
+        """Report progress, then answer once the test opens the gate."""
+        shop.saw("wait_for_gate", ctx)
+        await ctx.report_progress(1, 2, "waiting for the gate")
+        if shop.gate is not None:
+            await shop.gate.wait()
+        return "through the gate"
 
     @server.tool()
     async def crash(ctx: Context) -> str:

@@ -7,7 +7,9 @@ goes to ``input_required``, and, as the tasks spec says, the server sends its
 ``tasks/result`` with the task's final result once the task ended.
 ``touch_stock`` answers at once and, when the test says so (``Jobs.touch``),
 changes ``shop://stock`` after its call is over: a
-``notifications/resources/updated`` on the session's standalone channel.
+``notifications/resources/updated`` on the session's standalone channel, sent
+(handshake era) only while the session is subscribed to it, as a server that
+honours ``resources/unsubscribe`` does.
 
 ``python -m tests.integrations.mcp_task_server`` serves it on stdio (the
 resource is then changed 0.3 s after ``touch_stock`` answered).
@@ -82,6 +84,8 @@ class Jobs:
     touch_delay_s: float = 0.3  # without a test's event (the stdio server)
     tasks: dict[str, _Task] = field(default_factory=dict)
     later: list[asyncio.Future[None]] = field(default_factory=list)
+    subscribed: set[str] = field(default_factory=set)  # the (one) session's subscriptions
+    unsubscribed: asyncio.Event | None = None  # set by a resources/unsubscribe, if given
 
 
 class AskingTasks(Extension):
@@ -206,7 +210,7 @@ def task_server(jobs: Jobs) -> MCPServer:
                 await asyncio.sleep(jobs.touch_delay_s)
             if modern:  # 2026-07-28: to the subscriptions/listen streams
                 await ctx.notify_resource_updated(STOCK_URI)
-            else:  # no related request: the session's standalone channel
+            elif STOCK_URI in jobs.subscribed:  # no related request: the standalone channel
                 await session.send_resource_updated(STOCK_URI)
 
         jobs.requests.append("touch_stock")
@@ -215,11 +219,22 @@ def task_server(jobs: Jobs) -> MCPServer:
 
     async def subscribe(ctx: Any, params: mcp_types.SubscribeRequestParams) -> HandlerResult:
         jobs.requests.append(f"resources/subscribe {params.uri}")
+        jobs.subscribed.add(params.uri)
+        return {}
+
+    async def unsubscribe(ctx: Any, params: mcp_types.UnsubscribeRequestParams) -> HandlerResult:
+        jobs.requests.append(f"resources/unsubscribe {params.uri}")
+        jobs.subscribed.discard(params.uri)
+        if jobs.unsubscribed is not None:
+            jobs.unsubscribed.set()
         return {}
 
     # The handshake era's resources/subscribe (MCPServer serves only subscriptions/listen).
     server._lowlevel_server.add_request_handler(
         "resources/subscribe", mcp_types.SubscribeRequestParams, subscribe
+    )
+    server._lowlevel_server.add_request_handler(
+        "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe
     )
 
     @server.resource(STOCK_URI)

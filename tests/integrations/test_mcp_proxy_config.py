@@ -45,6 +45,7 @@ def test_the_names_the_issue_fixes(tmp_path):
     [
         ("timeout_s = 0\n", "timeout_s must be a positive number, not 0"),
         ("timout_s = 3\n", "unknown key timout_s (known: "),
+        ("sse_replay_events = 0\n", "sse_replay_events must be a whole number of at least 1"),
         ('[tools.a]\nside_effect = "reed"\n', 'tools.a.side_effect must be "read" or "write"'),
         (
             '[tools.a]\nside_effect = "read"\nidempotent = true\n',

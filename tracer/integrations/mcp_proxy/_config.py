@@ -12,6 +12,9 @@
     loop_threshold = 3                 # the same answer to the same call N times: refused (0: off)
     max_attempts_per_action = 5        # attempts of one action per request (0: off)
     guard_reads = false                # the two guards above count reads too (default: writes only)
+    sse_replay_events = 256            # HTTP: events kept per session for a resume ...
+    sse_replay_bytes = 1048576         # ... and their bytes at most (the newest always kept)
+    sse_retry_ms = 1000                # HTTP: the reconnection delay the streams ask for (optional)
 
     [tools.get_order]
     side_effect = "read"
@@ -48,6 +51,7 @@ from ..._canonical import canonical_json
 from ..._errors import ConfigurationError
 from ..._tool import DEFAULT_COMMIT_WINDOW_S
 from .._common import Declaration, Declarations
+from ._replay import DEFAULT_REPLAY_BYTES, DEFAULT_REPLAY_EVENTS
 
 __all__ = ["ProxyConfig", "ToolConfig", "load_config", "parse_config"]
 
@@ -68,6 +72,9 @@ _TOP_KEYS = frozenset(
         "service",
         "startup_timeout_s",
         "input_timeout_s",
+        "sse_replay_events",
+        "sse_replay_bytes",
+        "sse_retry_ms",
         "tools",
         "retry_budget",
         "circuit_breaker",
@@ -146,6 +153,11 @@ class ProxyConfig:
     max_attempts_per_action: int | None = 5
     # A long-lived client polls reads: by default only writes meet the two guards above.
     guard_reads: bool = False
+    # HTTP serving: what a session keeps of its SSE streams for a client's resume
+    # (``Last-Event-ID``), and the reconnection delay its streams ask for (``retry``).
+    sse_replay_events: int = DEFAULT_REPLAY_EVENTS
+    sse_replay_bytes: int = DEFAULT_REPLAY_BYTES
+    sse_retry_ms: int | None = None
     tools: Mapping[str, ToolConfig] = field(default_factory=dict)
     retry_budget: Mapping[str, Any] = field(default_factory=dict)
     circuit_breaker: Mapping[str, Any] = field(default_factory=dict)
@@ -206,6 +218,11 @@ def parse_config(raw: Mapping[str, Any]) -> ProxyConfig:
         loop_threshold=_guard(raw, "loop_threshold", 3),
         max_attempts_per_action=_guard(raw, "max_attempts_per_action", 5),
         guard_reads=_bool(raw, "guard_reads", False, ""),
+        sse_replay_events=_count(raw, "sse_replay_events", DEFAULT_REPLAY_EVENTS)
+        or DEFAULT_REPLAY_EVENTS,
+        sse_replay_bytes=_count(raw, "sse_replay_bytes", DEFAULT_REPLAY_BYTES)
+        or DEFAULT_REPLAY_BYTES,
+        sse_retry_ms=_count(raw, "sse_retry_ms", None),
         tools=tools,
         retry_budget=_numbers(raw, "retry_budget", _BUDGET_KEYS),
         circuit_breaker=_numbers(raw, "circuit_breaker", _BREAKER_KEYS),
@@ -283,6 +300,16 @@ def _guard(raw: Mapping[str, Any], key: str, default: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigurationError(f"{key} must be a whole number (0: off), not {value!r}")
     return value or None
+
+
+def _count(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    """A whole number of at least 1 (``default`` when absent)."""
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{key} must be a whole number of at least 1, not {value!r}")
+    return value
 
 
 def _bool(table: Mapping[str, Any], key: str, default: bool, where: str) -> bool:

@@ -17,9 +17,14 @@ A handshake-era client's ``GET`` (``Accept: text/event-stream``, its session
 id) opens its standalone SSE stream: what the upstream sends while no call
 runs reaches it there, and the change notifications (list changes, resource
 updates) do even mid-call, ``notifications/resources/updated`` only to the
-sessions that subscribed to its ``uri`` (:class:`Standalone`). A 2026-07-28
+sessions that subscribed to its ``uri`` (:class:`Sessions`; subscriptions are
+kept per session, :mod:`._subscriptions`). A session's SSE streams are
+resumable: their events have ids and the last ones are kept, and a ``GET``
+with ``Last-Event-ID`` replays what followed that id on its stream, then goes
+on live (:mod:`._replay`); ``DELETE`` ends the session. A 2026-07-28
 client's ``subscriptions/listen`` is a POST whose stream stays open: the
-proxy relays it, and the upstream's notifications for it, on that stream.
+proxy relays it, and the upstream's notifications for it, on that stream
+(such a client has no session: its streams are not resumable).
 
 DNS rebinding (the transport's security warning): a request whose ``Host`` is
 not a loopback name or an allowed host, or whose ``Origin`` is not a loopback
@@ -31,12 +36,11 @@ from __future__ import annotations
 import itertools
 import math
 import secrets
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
     PARSE_ERROR,
@@ -55,69 +59,77 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from ._config import ProxyConfig
 from ._proxy import CONVERSATION_META_KEY, McpProxy, Reply
+from ._replay import STANDALONE, Attached, SessionLog
+from ._subscriptions import SUBSCRIPTION_METHODS, Subscriptions
 
-__all__ = ["SESSION_HEADER", "Standalone", "http_app"]
+__all__ = ["LAST_EVENT_ID_HEADER", "SESSION_HEADER", "Sessions", "http_app"]
 
 SESSION_HEADER = "mcp-session-id"
+LAST_EVENT_ID_HEADER = "last-event-id"
+PROTOCOL_HEADER = "mcp-protocol-version"
+_PRIMING_SINCE = "2025-11-25"  # the first version whose clients take a priming event
+_SERVER_ERROR = -32000
+_LISTEN = "subscriptions/listen"
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "[::1]"})
 _UPDATED = "notifications/resources/updated"
 _SSE_HEADERS = {"Cache-Control": "no-cache"}
 
 
-class Standalone:
-    """The open standalone streams (one per session), and each session's resource
-    subscriptions: where a message the upstream sends unasked goes."""
+class Sessions:
+    """The handshake-era sessions: their SSE streams (resumable, :class:`SessionLog`),
+    their resource subscriptions, and where a message the upstream sends unasked goes."""
 
-    def __init__(self) -> None:
-        self._streams: dict[str, MemoryObjectSendStream[JSONRPCMessage]] = {}
-        self._subscribed: dict[str, set[str]] = {}  # session -> uris
+    def __init__(self, config: ProxyConfig) -> None:
+        self._config = config
+        self._logs: dict[str, SessionLog] = {}
+        self._opened: dict[str, None] = {}  # sessions by their standalone GET, latest last
+        self.subscriptions = Subscriptions()
 
-    def open(self, session: str) -> MemoryObjectReceiveStream[JSONRPCMessage] | None:
-        """The session's stream (``None``: it has one open already, as the SDK's servers say)."""
-        if session in self._streams:
-            return None
-        # Unbounded: the proxy never waits on a slow (or gone) HTTP client.
-        send, received = anyio.create_memory_object_stream[JSONRPCMessage](math.inf)
-        self._streams[session] = send
-        return received
+    def log(self, session: str) -> SessionLog:
+        log = self._logs.get(session)
+        if log is None:
+            config = self._config
+            log = self._logs[session] = SessionLog(
+                config.sse_replay_events, config.sse_replay_bytes, config.sse_retry_ms
+            )
+        return log
 
-    def close(self, session: str) -> None:
-        stream = self._streams.pop(session, None)
-        if stream is not None:
-            stream.close()
+    def opened(self, session: str) -> None:
+        """The session (re)opened its standalone stream."""
+        self._opened.pop(session, None)
+        self._opened[session] = None
 
-    def note(self, session: str | None, message: JSONRPCRequest) -> None:
-        """A session's ``resources/subscribe`` or ``resources/unsubscribe`` (relayed as it is)."""
-        uri = (message.params or {}).get("uri")
-        if session is None or not isinstance(uri, str):
-            return
-        uris = self._subscribed.setdefault(session, set())
-        if message.method == "resources/subscribe":
-            uris.add(uri)
-        elif message.method == "resources/unsubscribe":
-            uris.discard(uri)
+    def end(self, session: str) -> list[str]:
+        """The session ended (``DELETE``): its streams close, its events go; the
+        uris it was the last subscriber of (to unsubscribe upstream)."""
+        log = self._logs.pop(session, None)
+        if log is not None:
+            log.close()
+        self._opened.pop(session, None)
+        return self.subscriptions.end(session)
 
     def route(self, message: JSONRPCMessage) -> Reply | None:
-        """Where ``message`` goes (``None``: no open stream wants it).
+        """Where ``message`` goes (``None``: no standalone stream wants it).
 
-        A resource update goes to the sessions that subscribed to its ``uri``;
-        other notifications to every open stream; a request to one (the latest
-        opened), which answers it with a POST."""
-        sessions = list(self._streams)
+        A resource update goes to the sessions subscribed to its ``uri``; other
+        notifications to every standalone stream, connected or not (a stream
+        whose connection broke gets it on its resume); a request to one
+        connected (the latest opened), which answers it with a POST."""
+        sessions = [s for s in self._opened if self._logs[s].has(STANDALONE)]
         if isinstance(message, JSONRPCNotification) and message.method == _UPDATED:
-            uri = (message.params or {}).get("uri")
-            sessions = [s for s in sessions if uri in self._subscribed.get(s, ())]
+            subscribed = self.subscriptions.sessions((message.params or {}).get("uri"))
+            sessions = [s for s in sessions if s in subscribed]
         elif isinstance(message, JSONRPCRequest):
-            sessions = sessions[-1:]
+            sessions = [s for s in sessions if self._logs[s].is_live(STANDALONE)][-1:]
         if not sessions:
             return None
-        streams = [self._streams[s] for s in sessions]
+        logs = [self._logs[s] for s in sessions]
 
         async def send(message: JSONRPCMessage) -> None:
-            for stream in streams:
-                with suppress(anyio.ClosedResourceError):
-                    stream.send_nowait(message)
+            for log in logs:
+                log.record(STANDALONE, message)
 
         return send
 
@@ -137,17 +149,19 @@ def http_app(
     header = proxy.config.conversation_header
     hosts = frozenset(h.lower() for h in allowed_hosts)
     origins = frozenset(o.lower().rstrip("/") for o in allowed_origins)
-    standalone = Standalone()
-    proxy.standalone = standalone.route
+    sessions = Sessions(proxy.config)
+    proxy.standalone = sessions.route
 
     async def endpoint(request: Request) -> Response:
         refused = _refused(request, hosts, origins)
         if refused is not None:
             return Response(refused, status_code=403, media_type="text/plain")
         if request.method == "GET":
-            return _standalone_stream(request, standalone)
+            return _get_stream(request, sessions, proxy)
+        if request.method == "DELETE":
+            return await _end_session(request, sessions, proxy, ids)
         if request.method != "POST":
-            return Response(status_code=405, headers={"Allow": "GET, POST"})
+            return Response(status_code=405, headers={"Allow": "GET, POST, DELETE"})
         try:
             message = jsonrpc_message_adapter.validate_json(await request.body(), by_name=False)
         except ValidationError as exc:
@@ -159,18 +173,29 @@ def http_app(
         session = request.headers.get(SESSION_HEADER)
         if message.method == "initialize":
             session = secrets.token_hex(16)  # this client's, for its later requests
-        elif message.method in ("resources/subscribe", "resources/unsubscribe"):
-            standalone.note(session, message)
         elif message.method == "tools/call":
             conversation = request.headers.get(header) if header else None
             if conversation or session:
                 message = _with_conversation(message, conversation or f"mcp-session-{session}")
+        own_id = f"http-{next(ids)}"
+        own = message.model_copy(update={"id": own_id})
+        headers = {SESSION_HEADER: session} if message.method == "initialize" and session else {}
+        sse = "text/event-stream" in request.headers.get("accept", "")
+        if sse and session and message.method != _LISTEN:
+            # A session's stream is resumable: its events have ids and are kept.
+            log = sessions.log(session)
+            attached = log.open(own_id, prime=_primes(request, proxy, message))
+            reply: Reply = _recorder(log, own_id, message.id)
+            await _handle(proxy, sessions, session, own, reply)
+            return StreamingResponse(
+                _resumable(attached),
+                media_type="text/event-stream",
+                headers={**_SSE_HEADERS, **headers},
+            )
         # Unbounded: the proxy never waits on a slow (or gone) HTTP client.
         send, received = anyio.create_memory_object_stream[JSONRPCMessage](math.inf)
-        own_id = f"http-{next(ids)}"
-        await proxy.handle(message.model_copy(update={"id": own_id}), send.send)
-        headers = {SESSION_HEADER: session} if message.method == "initialize" and session else {}
-        if "text/event-stream" in request.headers.get("accept", ""):
+        await _handle(proxy, sessions, session, own, send.send)
+        if sse:
             # As the SDK's servers answer by default: a stream per POST, so what
             # the upstream sends mid-request reaches the client before the answer.
             return StreamingResponse(
@@ -193,26 +218,98 @@ def http_app(
     )
 
 
-def _standalone_stream(request: Request, standalone: Standalone) -> Response:
-    """A handshake-era client's ``GET``: its session's stream of what the upstream
-    sends outside its requests (a 2026-07-28 client listens with a POST instead)."""
+async def _handle(
+    proxy: McpProxy, sessions: Sessions, session: str | None, own: JSONRPCRequest, reply: Reply
+) -> None:
+    """A client's request (with the proxy's own id) to the proxy; a session's
+    subscriptions are kept per session (the upstream's one is shared)."""
+    if session and own.method in SUBSCRIPTION_METHODS:
+        await sessions.subscriptions.request(session, own, reply, proxy.handle)
+    else:
+        await proxy.handle(own, reply)
+
+
+def _recorder(log: SessionLog, own_id: str, client_id: RequestId) -> Reply:
+    """What the proxy sends for one POST, onto its stream in the session's log."""
+
+    async def reply(message: JSONRPCMessage) -> None:
+        last = _is_answer(message, own_id)
+        if last:
+            message = message.model_copy(update={"id": client_id})
+        log.record(own_id, _own_id_back(message, own_id, client_id), last=last)
+
+    return reply
+
+
+async def _resumable(attached: Attached) -> AsyncIterator[bytes]:
+    """One connection to a session's stream: the priming event or the replay, then
+    live. A connection that breaks leaves the stream going: it is kept for a resume."""
+    try:
+        for frame in attached.first:
+            yield frame
+        if attached.live is not None:
+            async for frame in attached.live:
+                yield frame
+    finally:
+        attached.detach()
+
+
+def _primes(request: Request, proxy: McpProxy, message: JSONRPCRequest | None = None) -> bool:
+    """Only a client of 2025-11-25 or later expects an event with no data (the
+    priming event); an older one may fail to parse it. The client's version: its
+    ``initialize``'s, else its header's, else the one the handshake settled on."""
+    version: Any = None
+    if message is not None and message.method == "initialize":
+        version = (message.params or {}).get("protocolVersion")
+    version = version or request.headers.get(PROTOCOL_HEADER) or proxy.protocol_version
+    return isinstance(version, str) and version >= _PRIMING_SINCE
+
+
+def _get_stream(request: Request, sessions: Sessions, proxy: McpProxy) -> Response:
+    """A handshake-era client's ``GET``: its session's standalone stream of what the
+    upstream sends outside its requests, or, with ``Last-Event-ID``, the resume
+    of the stream that id was on (a 2026-07-28 client listens with a POST)."""
     if "text/event-stream" not in request.headers.get("accept", ""):
         return Response("GET opens an SSE stream", status_code=406, media_type="text/plain")
     session = request.headers.get(SESSION_HEADER)
     if not session:
         return Response("GET needs an Mcp-Session-Id", status_code=400, media_type="text/plain")
-    received = standalone.open(session)
-    if received is None:
+    log = sessions.log(session)
+    last_event_id = request.headers.get(LAST_EVENT_ID_HEADER)
+    if last_event_id:
+        attached = log.resume(last_event_id)
+        if attached is None:
+            # As the TypeScript SDK's server answers an id it cannot resume from.
+            message = f"Last-Event-ID {last_event_id!r} is unknown here or expired"
+            error = ErrorData(code=_SERVER_ERROR, message=message)
+            return _json(JSONRPCError(jsonrpc="2.0", id=None, error=error), 400)
+    elif log.is_live(STANDALONE):
         return Response("the session's stream is open already", status_code=409)
+    else:
+        attached = log.open(STANDALONE, prime=_primes(request, proxy))
+    sessions.opened(session)
+    return StreamingResponse(
+        _resumable(attached), media_type="text/event-stream", headers=_SSE_HEADERS
+    )
 
-    async def events() -> AsyncIterator[bytes]:
-        try:
-            async for message in received:
-                yield _event(message)
-        finally:
-            standalone.close(session)
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers=_SSE_HEADERS)
+async def _end_session(
+    request: Request, sessions: Sessions, proxy: McpProxy, ids: Iterator[int]
+) -> Response:
+    """``DELETE``: the client ends its session; the subscriptions it was the last
+    one holding are ended upstream."""
+    session = request.headers.get(SESSION_HEADER)
+    if not session:
+        return Response("DELETE needs an Mcp-Session-Id", status_code=400, media_type="text/plain")
+    for uri in sessions.end(session):
+        unsubscribe = JSONRPCRequest(
+            jsonrpc="2.0",
+            id=f"http-{next(ids)}",
+            method="resources/unsubscribe",
+            params={"uri": uri},
+        )
+        await proxy.handle(unsubscribe, _nowhere)
+    return Response(status_code=200)
 
 
 def _is_answer(message: JSONRPCMessage, own_id: str) -> bool:

@@ -197,7 +197,7 @@ class McpProxy:
         self._listing = anyio.Lock()
         self._client: Reply | None = None  # where unasked upstream messages go (stdio)
         # HTTP serving: the open standalone stream(s) a message sent unasked goes to
-        # (None: no stream wants it); set by the HTTP app (``_http.Standalone.route``).
+        # (None: no stream wants it); set by the HTTP app (``_http.Sessions.route``).
         self.standalone: Callable[[JSONRPCMessage], Reply | None] | None = None
         self._calls: dict[RequestId, anyio.CancelScope] = {}
         # The open subscriptions/listen requests (2026-07-28): their client's reply.
@@ -218,6 +218,11 @@ class McpProxy:
         self._handshake: anyio.Event | None = None  # set once the first is answered
         self._initialized: dict[str, Any] | None = None
         self._initialized_sent = False
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The version the upstream's handshake settled on (``None``: none yet, or 2026-07-28)."""
+        return self._upstream.protocol_version
 
     # -- serving ----------------------------------------------------------------------
 
