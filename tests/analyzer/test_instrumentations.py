@@ -262,6 +262,7 @@ NO_NODE = pytest.mark.skipif(shutil.which("node") is None, reason="node is not i
         ("pydantic-ai", "on"),
         ("openai-agents-openinference", "on"),
         ("ms-agent-framework", "off"),
+        ("langfuse", "on"),
     ],
 )
 def test_a_live_recording_reads_like_its_fixture(stack: str, capture: str, tmp_path: Path) -> None:

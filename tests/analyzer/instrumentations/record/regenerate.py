@@ -117,7 +117,9 @@ def labels(stack: str, capture: str, recorded: dict[str, Any]) -> dict[str, Any]
         "library_versions": recorded["versions"],
         "capture": capture,
         "write_tools": [name(tool) for tool in SCENARIO["write_tools"]],
-        "tools": sorted({name(tool) for script in SCENARIO["scenarios"].values() for tool, _ in script}),
+        "tools": sorted(
+            {name(tool) for calls in SCENARIO["scenarios"].values() for tool, _ in calls}
+        ),
         "tool_calls": calls,
         "expected": [{**f, "tool": name(f["tool"])} for f in table["expected"][capture]],
         "not_expected": [{**f, "tool": name(f["tool"])} for f in table["not_expected"][capture]],
