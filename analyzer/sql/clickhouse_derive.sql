@@ -29,6 +29,7 @@ SELECT
         scope_name = 'toolspan' OR a_status IS NOT NULL, 'toolspan',
         a_oi_kind = 'TOOL', 'openinference',
         name = 'ai.toolCall', 'vercel',
+        a_langfuse_type = 'tool', 'langfuse',
         'genai') AS source,
     -- The result ToolMessage's name before the span's (derive.sql: OpenLLMetry JS).
     if(is_request, request.1,
@@ -112,6 +113,8 @@ FROM (
             toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.attempt')) AS a_attempt,
             toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.status')) AS a_status,
             toValidUTF8(toolspan_attr(SpanAttributes, 'openinference.span.kind')) AS a_oi_kind,
+            -- Langfuse SDK (v3+): an observation of type tool (derive.sql).
+            toValidUTF8(toolspan_attr(SpanAttributes, 'langfuse.observation.type')) AS a_langfuse_type,
             toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.name')) AS a_tool_name,
             toValidUTF8(toolspan_attr(SpanAttributes, 'tool.name')) AS a_oi_tool_name,
             toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.id')) AS a_call_id,
@@ -136,6 +139,7 @@ FROM (
                 toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.arguments')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'input.value')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.args')),
+                toValidUTF8(toolspan_attr(SpanAttributes, 'langfuse.observation.input')),
                 -- OpenLLMetry JS: {"args": ["<the tool's input>"]} (derive.sql).
                 if(JSONType(a_traceloop_input, 'args', 1) = 'String',
                    JSONExtractString(a_traceloop_input, 'args', 1), NULL),
@@ -144,6 +148,7 @@ FROM (
                 toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.result')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'output.value')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.result')),
+                toValidUTF8(toolspan_attr(SpanAttributes, 'langfuse.observation.output')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'traceloop.entity.output')),
                 if(startsWith(SpanName, 'execute_tool'), toValidUTF8($event_result), NULL)) AS result_raw,
             toValidUTF8(ifNull(toolspan_attr(SpanAttributes, 'traceloop.entity.input'), '')) AS a_traceloop_input,
@@ -187,7 +192,8 @@ FROM (
              OR startsWith(SpanName, 'execute_tool')
              OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'
              -- Vercel AI SDK <= 6 (experimental_telemetry).
-             OR SpanName = 'ai.toolCall') AS is_tool_span,
+             OR SpanName = 'ai.toolCall'
+             OR toolspan_attr(SpanAttributes, 'langfuse.observation.type') = 'tool') AS is_tool_span,
             -- The model's requested calls (name, id, arguments), as derive.sql's
             -- requested_positions reads them: OpenInference's and OpenLLMetry's
             -- flattened output messages ($flat_requests), else GenAI semconv's
@@ -214,6 +220,7 @@ FROM (
                OR startsWith(SpanName, 'execute_tool')
                OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'
                OR SpanName = 'ai.toolCall'
+               OR toolspan_attr(SpanAttributes, 'langfuse.observation.type') = 'tool'
                OR arrayExists(k -> match(k, $flat_request_key) OR k = 'gen_ai.output.messages', $attribute_keys))
         LIMIT 1 BY TraceId, SpanId
     )

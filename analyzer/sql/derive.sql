@@ -69,6 +69,9 @@ SELECT
     list_position(keys, 'gen_ai.tool.name') AS "gen_ai.tool.name",
     list_position(keys, 'http.response.status_code') AS "http.response.status_code",
     list_position(keys, 'input.value') AS "input.value",
+    list_position(keys, 'langfuse.observation.input') AS "langfuse.observation.input",
+    list_position(keys, 'langfuse.observation.output') AS "langfuse.observation.output",
+    list_position(keys, 'langfuse.observation.type') AS "langfuse.observation.type",
     list_position(keys, 'openinference.span.kind') AS "openinference.span.kind",
     list_position(keys, 'output.value') AS "output.value",
     list_position(keys, 'session.id') AS "session.id",
@@ -122,7 +125,9 @@ WITH tool_span_list AS (
         OR starts_with(name, 'execute_tool')
         OR attribute_vals["openinference.span.kind"] = 'TOOL'
         -- Vercel AI SDK <= 6 (experimental_telemetry).
-        OR name = 'ai.toolCall')
+        OR name = 'ai.toolCall'
+        -- Langfuse SDK (v3+): an observation of type tool, named after the tool.
+        OR attribute_vals["langfuse.observation.type"] = 'tool')
 ),
 tool_span AS (
     SELECT
@@ -132,6 +137,7 @@ tool_span AS (
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.arguments"], attribute_vals["input.value"],
             attribute_vals["ai.toolCall.args"],
+            attribute_vals["langfuse.observation.input"],
             -- OpenLLMetry JS: only traceloop.entity.input, {"args": ["<the tool's input>"]}.
             CASE WHEN json_valid(attribute_vals["traceloop.entity.input"])
                      AND json_type(attribute_vals["traceloop.entity.input"], '$.args[0]') = 'VARCHAR'
@@ -141,6 +147,7 @@ tool_span AS (
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.result"], attribute_vals["output.value"],
             attribute_vals["ai.toolCall.result"],
+            attribute_vals["langfuse.observation.output"],
             -- OpenLLMetry JS: the serialized ToolMessage.
             attribute_vals["traceloop.entity.output"],
             event_result)) AS result_text,
@@ -190,6 +197,7 @@ SELECT
         WHEN scope_name = 'toolspan' OR attribute_vals["toolspan.status"] IS NOT NULL THEN 'toolspan'
         WHEN attribute_vals["openinference.span.kind"] = 'TOOL' THEN 'openinference'
         WHEN name = 'ai.toolCall' THEN 'vercel'
+        WHEN attribute_vals["langfuse.observation.type"] = 'tool' THEN 'langfuse'
         ELSE 'genai'
     END AS source,
     coalesce(
@@ -432,7 +440,7 @@ SELECT
     count(*) FILTER (
         WHERE (args_fingerprint IS NULL AND arguments_value IS NOT NULL)
            OR (result_text IS NOT NULL AND result_hash IS NULL)),
-    count(*) FILTER (WHERE source IN ('genai', 'openinference', 'vercel')),
+    count(*) FILTER (WHERE source IN ('genai', 'openinference', 'vercel', 'langfuse')),
     count(*)
 FROM touched_tool_spans;
 

@@ -50,6 +50,8 @@ PY_STACKS = (
     "openai-agents-openinference",
     "ms-agent-framework",
     "mlflow",
+    "langfuse",
+    "semantic-kernel",
 )
 # google-adk pins opentelemetry-api <= 1.44, below this project's pin: it is
 # recorded in a venv of its own, named by TOOLSPAN_ADK_PYTHON, e.g.
@@ -58,14 +60,26 @@ PY_STACKS = (
 #   TOOLSPAN_ADK_PYTHON=/tmp/adk/bin/python .venv/bin/python -m ... google-adk
 # strands-agents 1.62 wants mcp < 2.3 (dev has 2.3): TOOLSPAN_STRANDS_PYTHON, the
 # same way with `pip install strands-agents opentelemetry-exporter-otlp-json-file`.
-OWN_PYTHON = {"google-adk": "TOOLSPAN_ADK_PYTHON", "strands": "TOOLSPAN_STRANDS_PYTHON"}
+# semantic-kernel 1.45 wants mcp < 2 and pydantic < 2.14: TOOLSPAN_SK_PYTHON, with
+# `pip install semantic-kernel==1.45.0 opentelemetry-exporter-otlp-json-file`.
+OWN_PYTHON = {
+    "google-adk": "TOOLSPAN_ADK_PYTHON",
+    "strands": "TOOLSPAN_STRANDS_PYTHON",
+    "semantic-kernel": "TOOLSPAN_SK_PYTHON",
+}
 # Stacks whose recorder is a module of its own (record_py.py runs the others).
 OWN_MODULE = {
     "pydantic-ai": "py_pydantic_ai",
     "openai-agents-openinference": "py_openai_agents",
     "ms-agent-framework": "py_ms_agent_framework",
     "mlflow": "py_mlflow",
+    "langfuse": "py_langfuse",
+    "semantic-kernel": "py_semantic_kernel",
 }
+# The scenario's tools as a stack names them, where that is not the script's
+# name: Semantic Kernel's is <plugin>-<function>, to the model and on its spans
+# (the recorder's plugin is "support"), so write tools are declared so too.
+TOOL_NAMES = {"semantic-kernel": "support-{}"}
 STACKS = (*JS_STACKS, *JS_SCRIPTS, *PY_STACKS)
 CAPTURES = ("on", "off")
 
@@ -90,6 +104,7 @@ def labels(stack: str, capture: str, recorded: dict[str, Any]) -> dict[str, Any]
     are not instrumented, the model's requested calls are the only evidence
     (``source: "requested"``): repeats of them, never an executed write."""
     requested = SCENARIO["requested"]
+    name = TOOL_NAMES.get(stack, "{}").format
     if stack in requested["stacks"]:
         source, table = "requested", requested
         calls = requested["tool_calls"][capture]
@@ -101,10 +116,13 @@ def labels(stack: str, capture: str, recorded: dict[str, Any]) -> dict[str, Any]
         "source": source,
         "library_versions": recorded["versions"],
         "capture": capture,
-        "write_tools": SCENARIO["write_tools"],
+        "write_tools": [name(tool) for tool in SCENARIO["write_tools"]],
+        "tools": sorted(
+            {name(tool) for calls in SCENARIO["scenarios"].values() for tool, _ in calls}
+        ),
         "tool_calls": calls,
-        "expected": table["expected"][capture],
-        "not_expected": table["not_expected"][capture],
+        "expected": [{**f, "tool": name(f["tool"])} for f in table["expected"][capture]],
+        "not_expected": [{**f, "tool": name(f["tool"])} for f in table["not_expected"][capture]],
         "traces": recorded["traces"],
     }
 
