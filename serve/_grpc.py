@@ -56,8 +56,16 @@ class GrpcLimits:
     max_calls: int = MAX_QUEUED_CALLS
     # Bytes of request bodies read and not yet converted (the queue's memory).
     max_queued_bytes: int = 64 * 1024 * 1024
-    # Threads converting at once.
-    workers: int = 8
+    # Threads converting at once. The conversion is Python under the
+    # interpreter lock, so more threads add no speed, only bodies being
+    # converted at once (each about 15x its body in Python objects).
+    workers: int = 2
+    # HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: the calls one connection has
+    # open at once. grpc's core reads a stream's whole body before the event
+    # loop takes the call; past this the client queues its calls on its side
+    # (the Python, Go, Java and JS clients wait for a free stream), where
+    # they hold no memory of this process.
+    max_streams_per_connection: int = 16
     # A refusal's RetryInfo is this to twice this, at random: the Python and
     # Go exporters wait exactly what it says (no jitter of their own), so one
     # value would bring every refused call back at the same instant.
@@ -71,6 +79,7 @@ class _Admission:
     def __init__(self, limits: GrpcLimits) -> None:
         self.limits = limits
         self.calls = 0
+        self.peak_calls = 0  # the most calls in flight at once
         self.queued_bytes = 0
         self.peak_queued_bytes = 0
         self.refused = 0  # calls answered RESOURCE_EXHAUSTED + RetryInfo
@@ -84,6 +93,7 @@ class _Admission:
         if self.queued_bytes >= limits.max_queued_bytes:
             return self._refused(self._full())
         self.calls += 1
+        self.peak_calls = max(self.peak_calls, self.calls)
         return None
 
     def leave(self) -> None:
@@ -298,6 +308,8 @@ class GrpcReceiver:
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", self._max_body_bytes),
+                ("grpc.max_concurrent_streams", self.admission.limits.max_streams_per_connection),
+                ("grpc.http.overload_protection", 0),
                 ("grpc.so_reuseport", 0),
                 # A call waits in grpc's core until the loop takes it, and the
                 # loop shares the interpreter lock with the workers: under a
