@@ -19,7 +19,7 @@ from ..dashboard._env import LIVE_ENV, STORE_ENV
 from ._alerts import Alerter
 from ._enforce import DEFAULT_POLICY, Enforcer, read_policy
 from ._follow import Follower
-from ._grpc import MAX_QUEUED_CALLS, GrpcLimits, GrpcReceiver
+from ._grpc import MAX_QUEUED_CALLS, MAX_STREAMS_PER_CONNECTION, GrpcLimits, GrpcReceiver
 from ._http import make_app
 from ._live import Listener, LiveAnalyser, _stderr
 from ._spool import Spool
@@ -62,6 +62,9 @@ class Settings:
     # not yet converted; past either, RESOURCE_EXHAUSTED + RetryInfo.
     max_grpc_calls: int = MAX_QUEUED_CALLS
     max_grpc_queued_bytes: int = 64 * 1024 * 1024
+    # gRPC calls one connection has open at once (HTTP/2
+    # SETTINGS_MAX_CONCURRENT_STREAMS); past it the client queues them itself.
+    max_grpc_streams: int = MAX_STREAMS_PER_CONNECTION
     retry_after_s: float = 1.0
     # Also write the spans into ClickHouse, as the collector's exporter does
     # (a clickhouse://, clickhouses:// or chdb: source), into this table.
@@ -167,6 +170,7 @@ class Server:
         limits = GrpcLimits(
             max_calls=s.max_grpc_calls,
             max_queued_bytes=s.max_grpc_queued_bytes,
+            max_streams_per_connection=s.max_grpc_streams,
             retry_after_s=s.retry_after_s,
         )
         self.grpc = GrpcReceiver(

@@ -121,12 +121,13 @@ def test_the_admission_queues_while_the_bounds_allow_and_never_past_them(
     ops: list[tuple[str, int]], max_calls: int, max_bytes: int
 ) -> None:
     admission = _Admission(GrpcLimits(max_calls=max_calls, max_queued_bytes=max_bytes))
-    inside, queued = 0, []  # the calls let in, the bodies queued
+    inside, queued, most = 0, [], 0  # the calls let in, the bodies queued, the most calls in
     for op, size in ops:
         if op == "enter":
             refused = admission.enter() is not None
             assert refused == (inside >= max_calls or sum(queued) >= max_bytes)
             inside += not refused
+            most = max(most, inside)
         elif op == "leave" and inside:
             admission.leave()
             inside -= 1
@@ -138,6 +139,7 @@ def test_the_admission_queues_while_the_bounds_allow_and_never_past_them(
         elif op == "dequeue" and queued:
             admission.dequeue(queued.pop(0))
         assert (admission.calls, admission.queued_bytes) == (inside, sum(queued))
+        assert admission.peak_calls == most
         assert admission.calls <= max_calls
         assert admission.queued_bytes <= max(max_bytes, max(queued, default=0))
     assert admission.peak_queued_bytes <= max(max_bytes, 300)
