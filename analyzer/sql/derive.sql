@@ -69,6 +69,9 @@ SELECT
     list_position(keys, 'gen_ai.tool.name') AS "gen_ai.tool.name",
     list_position(keys, 'http.response.status_code') AS "http.response.status_code",
     list_position(keys, 'input.value') AS "input.value",
+    list_position(keys, 'mlflow.spanInputs') AS "mlflow.spanInputs",
+    list_position(keys, 'mlflow.spanOutputs') AS "mlflow.spanOutputs",
+    list_position(keys, 'mlflow.spanType') AS "mlflow.spanType",
     list_position(keys, 'openinference.span.kind') AS "openinference.span.kind",
     list_position(keys, 'output.value') AS "output.value",
     list_position(keys, 'session.id') AS "session.id",
@@ -101,7 +104,7 @@ FROM attribute_shapes;
 
 -- name: extract_tool_spans
 -- Tool spans of every instrumentation: toolspan call and attempt spans, GenAI
--- execute_tool spans, OpenInference TOOL spans, of the touched traces, with
+-- execute_tool spans, OpenInference and MLflow TOOL spans, of the touched traces, with
 -- the attributes the views need extracted (the arguments/results without a
 -- hash are fingerprinted next, fingerprint_tool_spans). Message-history
 -- attributes are never read: they repeat earlier turns. A temporary table:
@@ -122,7 +125,27 @@ WITH tool_span_list AS (
         OR starts_with(name, 'execute_tool')
         OR attribute_vals["openinference.span.kind"] = 'TOOL'
         -- Vercel AI SDK <= 6 (experimental_telemetry).
-        OR name = 'ai.toolCall')
+        OR name = 'ai.toolCall'
+        -- MLflow tracing JSON-encodes every attribute value, its span type too.
+        OR attribute_vals["mlflow.spanType"] = '"TOOL"')
+),
+mlflow_span AS (
+    SELECT
+        *,
+        attribute_vals["mlflow.spanType"] = '"TOOL"' AS is_mlflow,
+        -- MLflow's inputs/outputs as the value's JSON: a text is '"A1"' (as
+        -- OpenInference's bare A1 once decoded), capture redacted '"[REDACTED]"'.
+        CASE WHEN json_valid(attribute_vals["mlflow.spanInputs"])
+                 AND json_type(attribute_vals["mlflow.spanInputs"]) = 'VARCHAR'
+            THEN json_extract_string(attribute_vals["mlflow.spanInputs"], '$')
+            ELSE attribute_vals["mlflow.spanInputs"]
+        END AS mlflow_inputs,
+        CASE WHEN json_valid(attribute_vals["mlflow.spanOutputs"])
+                 AND json_type(attribute_vals["mlflow.spanOutputs"]) = 'VARCHAR'
+            THEN json_extract_string(attribute_vals["mlflow.spanOutputs"], '$')
+            ELSE attribute_vals["mlflow.spanOutputs"]
+        END AS mlflow_outputs
+    FROM tool_span_list
 ),
 tool_span AS (
     SELECT
@@ -137,12 +160,14 @@ tool_span AS (
                      AND json_type(attribute_vals["traceloop.entity.input"], '$.args[0]') = 'VARCHAR'
                 THEN json_extract_string(attribute_vals["traceloop.entity.input"], '$.args[0]')
             END,
+            mlflow_inputs,
             event_arguments)) AS arguments_text,
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.result"], attribute_vals["output.value"],
             attribute_vals["ai.toolCall.result"],
             -- OpenLLMetry JS: the serialized ToolMessage.
             attribute_vals["traceloop.entity.output"],
+            mlflow_outputs,
             event_result)) AS result_text,
         -- The fields of a LangChain ToolMessage as the result: OpenInference's
         -- output.value (message_to_dict: {"type": "tool", "data": {...}}),
@@ -177,9 +202,18 @@ tool_span AS (
                 AND json_exists(arguments_text, '$.inputs')
                 AND (json_exists(arguments_text, '$.metadata') OR json_exists(arguments_text, '$.tags'))
                 THEN json_extract(arguments_text, '$.inputs')::VARCHAR
+            -- MLflow records the function's bound parameters: a tool written as
+            -- f(**kwargs) or f(*args, **kwargs) is {"kwargs": {...}} (with
+            -- "args": []), the model's arguments one level down.
+            WHEN is_mlflow AND json_valid(arguments_text)
+                AND json_type(arguments_text, '$.kwargs') = 'OBJECT'
+                AND (json_keys(arguments_text) = ['kwargs']
+                     OR (list_sort(json_keys(arguments_text)) = ['args', 'kwargs']
+                         AND json_array_length(arguments_text, '$.args') = 0))
+                THEN json_extract(arguments_text, '$.kwargs')::VARCHAR
             ELSE arguments_text
         END AS arguments_value
-    FROM tool_span_list
+    FROM mlflow_span
 )
 SELECT
     trace_id,
@@ -190,6 +224,7 @@ SELECT
         WHEN scope_name = 'toolspan' OR attribute_vals["toolspan.status"] IS NOT NULL THEN 'toolspan'
         WHEN attribute_vals["openinference.span.kind"] = 'TOOL' THEN 'openinference'
         WHEN name = 'ai.toolCall' THEN 'vercel'
+        WHEN is_mlflow THEN 'mlflow'
         ELSE 'genai'
     END AS source,
     coalesce(
@@ -200,6 +235,8 @@ SELECT
         -- every LangChain.js tool span by the tool's class (execute_tool
         -- DynamicStructuredTool) and sets no gen_ai.tool.name.
         nullif(json_extract_string(result_message, '$.name'), ''),
+        -- The span's name: GenAI's execute_tool <name>; MLflow's the function's
+        -- (or @mlflow.trace(name=...)), which names no tool otherwise.
         nullif(trim(regexp_replace(name, '^execute_tool', '')), '')
     ) AS tool,
     coalesce(
@@ -432,7 +469,7 @@ SELECT
     count(*) FILTER (
         WHERE (args_fingerprint IS NULL AND arguments_value IS NOT NULL)
            OR (result_text IS NOT NULL AND result_hash IS NULL)),
-    count(*) FILTER (WHERE source IN ('genai', 'openinference', 'vercel')),
+    count(*) FILTER (WHERE source IN ('genai', 'openinference', 'vercel', 'mlflow')),
     count(*)
 FROM touched_tool_spans;
 

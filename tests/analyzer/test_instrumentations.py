@@ -35,10 +35,6 @@ FOLDERS = sorted(p.name for p in FIXTURES.iterdir() if (p / "labels.json").is_fi
 Key = tuple[str, str | None, str]
 
 # -- what today's analyzer gets wrong (a fix removes its entry) ---------------------
-MLFLOW = (
-    "MLflow's own span attributes (mlflow.spanType '\"TOOL\"', the span name as the tool,"
-    " mlflow.spanInputs / mlflow.spanOutputs) are not read: no tool call"
-)
 # OpenLLMetry JS names a tool span by the tool's class, not the tool: every
 # LangChain.js tool() is "execute_tool DynamicStructuredTool" (handleToolStart
 # takes tool.id[-1] and drops the run name), with no gen_ai.tool.name. The
@@ -51,15 +47,12 @@ CLASS_NAMED = (
 # folders today's analyzer fails and why.
 KNOWN_WRONG: dict[str, dict[str, str]] = {
     "calls": {
-        "mlflow-on": MLFLOW,
-        "mlflow-off": MLFLOW,
         "langchainjs-openllmetry-on": CLASS_NAMED + ", which the two timed-out charges do"
         " not have: they read as DynamicStructuredTool",
         "langchainjs-openllmetry-off": CLASS_NAMED + ", not recorded with capture off: no"
         " span of the run names the tool",
     },
     "findings": {
-        "mlflow-on": MLFLOW + ", so no finding",
         "langchainjs-openllmetry-on": CLASS_NAMED + ": the timed-out charges are unnamed,"
         " so the write_after_unknown of charge is missed",
     },
