@@ -40,8 +40,9 @@ Key = tuple[str, str | None, str]
 # LangChainCallbackHandler.handleToolStart (src/callback_handler.ts lines 447-456,
 # dist/index.js 311-314) takes tool.id[-1] of the serialized tool
 # ("DynamicStructuredTool" for every tool()) and ignores its _runName argument,
-# which @langchain/core 1.4.0 sets to the tool's name (DynamicStructuredTool.call, dist/tools/index.js 252,
-# passed at 132), and the toolCallId after it; no gen_ai.tool.name is written.
+# which @langchain/core 1.4.0 sets to the tool's name (DynamicStructuredTool.call,
+# dist/tools/index.js 252; passed on at 132), and the toolCallId after it; no
+# gen_ai.tool.name is written.
 # The analyzer takes the name from the result ToolMessage (traceloop.entity.output,
 # handleToolEnd); handleToolError (callback_handler.ts 508-522) writes no output, and
 # with traceContent off neither writes anything, so then nothing names the tool.
