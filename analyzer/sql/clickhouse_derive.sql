@@ -171,12 +171,13 @@ FROM (
                 JSONHas(arguments_text, 'inputs')
                     AND (JSONHas(arguments_text, 'metadata') OR JSONHas(arguments_text, 'tags')),
                 JSONExtractRaw(arguments_text, 'inputs'),
-                -- MLflow's bound parameters of f(**kwargs) / f(*args, **kwargs) (derive.sql).
-                is_mlflow AND JSONType(arguments_text, 'kwargs') = 'Object'
-                    AND (JSONExtractKeys(ifNull(arguments_text, '')) = ['kwargs']
-                         OR (arraySort(JSONExtractKeys(ifNull(arguments_text, ''))) = ['args', 'kwargs']
-                             AND JSONLength(arguments_text, 'args') = 0)),
-                JSONExtractRaw(arguments_text, 'kwargs'),
+                -- MLflow's bound parameters of f(**kwargs) / f(*args, **kwargs), cut out
+                -- of the text as written (derive.sql): JSONExtractRaw writes 2.0 as 2.
+                is_mlflow AND isValidJSON(ifNull(arguments_text, ''))
+                    AND arraySort(JSONExtractKeys(ifNull(arguments_text, ''))) IN (['kwargs'], ['args', 'kwargs']),
+                coalesce(nullIf(extract(arguments_text,
+                    '(?s)\\A\\s*\\{\\s*(?:"args"\\s*:\\s*\\[\\s*\\]\\s*,\\s*)?"kwargs"\\s*:\\s*(\\{.*\\})\\s*(?:,\\s*"args"\\s*:\\s*\\[\\s*\\]\\s*)?\\}\\s*\\z'), ''),
+                    arguments_text),
                 arguments_text) AS arguments_value,
             -- The first exception event's exception.type ('exception' when it names none).
             toValidUTF8(nullIf(arrayFirst(t -> t <> '', $exception_types), '')) AS exception_type,

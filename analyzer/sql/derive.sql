@@ -204,13 +204,15 @@ tool_span AS (
                 THEN json_extract(arguments_text, '$.inputs')::VARCHAR
             -- MLflow records the function's bound parameters: a tool written as
             -- f(**kwargs) or f(*args, **kwargs) is {"kwargs": {...}} (with
-            -- "args": []), the model's arguments one level down.
+            -- "args": []), the model's arguments one level down. Cut out of the
+            -- text as written, not re-serialised (ClickHouse would write 2.0 as 2;
+            -- clickhouse_derive.sql has the same pattern); other shapes as they are.
             WHEN is_mlflow AND json_valid(arguments_text)
-                AND json_type(arguments_text, '$.kwargs') = 'OBJECT'
-                AND (json_keys(arguments_text) = ['kwargs']
-                     OR (list_sort(json_keys(arguments_text)) = ['args', 'kwargs']
-                         AND json_array_length(arguments_text, '$.args') = 0))
-                THEN json_extract(arguments_text, '$.kwargs')::VARCHAR
+                AND list_sort(json_keys(arguments_text)) IN (['kwargs'], ['args', 'kwargs'])
+                THEN coalesce(nullif(regexp_extract(
+                    arguments_text,
+                    '(?s)\A\s*\{\s*(?:"args"\s*:\s*\[\s*\]\s*,\s*)?"kwargs"\s*:\s*(\{.*\})\s*(?:,\s*"args"\s*:\s*\[\s*\]\s*)?\}\s*\z',
+                    1), ''), arguments_text)
             ELSE arguments_text
         END AS arguments_value
     FROM mlflow_span

@@ -287,12 +287,13 @@ MLFLOW_FINDINGS = {
 def _mlflow_shapes(tmp_path: Path) -> Path:
     rec = Recorder()
     # send_email(to=...), send_email(**kwargs) and send_email(*args, **kwargs),
-    # called with the same arguments: one e-mail sent three times.
+    # called with the same arguments: one e-mail sent three times. The 2.0 as
+    # written: an engine re-serialising the envelope would write 2.
     with rec.span("agent", **{"session.id": "wrapped"}):
         for inputs in (
-            '{"to": "a@x"}',
-            '{"kwargs": {"to": "a@x"}}',
-            '{"args": [], "kwargs": {"to": "a@x"}}',
+            '{"to": "a@x", "n": 2.0}',
+            '{"kwargs": {"to": "a@x", "n": 2.0}}',
+            '{"args": [], "kwargs": {"to": "a@x", "n": 2.0}}',
         ):
             _mlflow(rec, "send_email", inputs, '"sent"')
     # A positional argument is not the model's arguments' envelope: two e-mails.
