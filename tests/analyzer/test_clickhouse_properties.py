@@ -308,7 +308,7 @@ def _mlflow_span(
         "mlflow.spanInputs": json.dumps({"kwargs": arguments}),
         "mlflow.spanOutputs": json.dumps(f"{call.tool} {call.args}") if succeeded else None,
     }
-    events = []
+    events: list[dict[str, Any]] = []
     if not succeeded:
         exception = {"exception.type": call.error_code or "failed"}
         events.append({"name": "exception", "attributes": _attributes(exception)})
