@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from datetime import timedelta
 from typing import cast
@@ -33,6 +34,10 @@ _MIN_BAR_SHARE = 0.01
 _ERROR_STROKE = "#D55E00"
 _MARKED_STROKE = "#000000"
 _LABEL_LIMIT = 420
+# Legend and marker wording for statuses whose name alone misleads: a requested
+# call did not fail to run an attempt, it was never seen running.
+_STATUS_LABELS = {"requested": "requested (by the model, not run)"}
+_REQUESTED_NOTE = "requested by the model; no tool span ran it"
 
 
 def _svg(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
@@ -127,7 +132,10 @@ def timeline(attempts: pd.DataFrame, calls: pd.DataFrame) -> alt.LayerChart:
     refused = calls.loc[~calls["label"].isin(set(attempts["label"]))].assign(
         outcome=lambda frame: frame["status"].astype(str),
         start_ms=0.0,
-        note=lambda frame: "no attempt: " + frame["status"].astype(str),
+        note=lambda frame: frame["outcome"].map(_marker_note),
+        marker=lambda frame: frame["outcome"].map(
+            lambda status: "requested" if status == "requested" else "no attempt"
+        ),
     )
     outcomes = pd.concat([ran_rows["outcome"], refused["outcome"]], ignore_index=True)
     y = alt.Y(
@@ -143,7 +151,9 @@ def timeline(attempts: pd.DataFrame, calls: pd.DataFrame) -> alt.LayerChart:
         title="attempt outcome / status",
         # One legend for all layers (Vega-Lite merges them; a layer without
         # one would drop it), in the bars' colour, not the pale delay tail's.
-        legend=alt.Legend(symbolOpacity=1, symbolType="square"),
+        legend=alt.Legend(
+            symbolOpacity=1, symbolType="square", labelExpr=_label_expr(_STATUS_LABELS)
+        ),
     )
     x = alt.X("start_ms:Q", title="ms since the call started")
     ran = (
@@ -168,15 +178,32 @@ def timeline(attempts: pd.DataFrame, calls: pd.DataFrame) -> alt.LayerChart:
         )
     )
     markers = alt.Chart(refused).encode(y=y, x=x, tooltip=["label", "note"])
-    marker = markers.mark_point(shape="diamond", size=140, filled=True, opacity=1).encode(
-        color=colour
+    # A requested call is a circle, a refused or replayed one a diamond: told apart
+    # without the colour too.
+    shape = alt.Shape(
+        "marker:N",
+        scale=alt.Scale(domain=["no attempt", "requested"], range=["diamond", "circle"]),
+        legend=None,
     )
+    marker = markers.mark_point(size=140, filled=True, opacity=1).encode(color=colour, shape=shape)
     note = markers.mark_text(align="left", dx=10, fontSize=11).encode(text="note:N")
     # A fixed step per row: Streamlit would otherwise squeeze the rows together.
     return cast(
         alt.LayerChart,
         _svg(alt.layer(waited, ran, marker, note).properties(height=alt.Step(26))),
     )
+
+
+def _marker_note(status: str) -> str:
+    return _REQUESTED_NOTE if status == "requested" else f"no attempt: {status}"
+
+
+def _label_expr(labels: dict[str, str]) -> str:
+    """A Vega label expression that shows each key of ``labels`` as its value."""
+    expr = "datum.label"
+    for value, shown in labels.items():
+        expr = f"datum.label === {json.dumps(value)} ? {json.dumps(shown)} : {expr}"
+    return expr
 
 
 def _min_bar_ms(ends: pd.Series) -> float:

@@ -1,7 +1,8 @@
 """One colour per final status, attempt outcome and error code, on every page and dataset.
 
 The fixed map covers every status and error code of docs/trace-contract.md
-(and the common 4xx codes). The first eight are Okabe-Ito's palette, given to
+(and the common 4xx codes), and the analyzer's ``requested`` (a call the model
+asked for that no tool span shows running). The first eight are Okabe-Ito's palette, given to
 the values seen most; the rest were picked greedily from an sRGB grid to be as
 far as possible (CIEDE2000) from every colour already chosen, in normal vision
 and under simulated deuteranopia and protanopia (Machado et al. 2009), so that
@@ -63,6 +64,10 @@ STATUS_COLOURS: dict[str, str] = {
     "mcp_invalid_result": "#00005A",
     "quarantined": "#B4F0E1",
     "mcp_input_refused": "#A5FFB4",
+    # The analyzer's status of a call the model only requested (no tool span
+    # ran it): not a failure, not a success. Picked last by the same rule,
+    # also ΔE >= 5 from the fallback palette; the farthest colour of the grid.
+    "requested": "#00001E",
 }
 
 # Names for the same thing: an attempt's "ok" is a call's "succeeded"; the

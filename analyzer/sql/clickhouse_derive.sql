@@ -13,7 +13,7 @@
 -- name: tool_spans
 -- Ids are the exporter's lowercase hex, compared as written.
 -- Tool spans of every instrumentation (toolspan call and attempt spans, GenAI
--- execute_tool spans, OpenInference TOOL spans) and the model's requested tool
+-- execute_tool spans, OpenInference and MLflow TOOL spans) and the model's requested tool
 -- calls in LLM spans (derive.sql, extract_requested_calls: one row per
 -- request, request_no 1, 2, ...; a tool span's row has request_no 0), once per
 -- trace and span id however often the collector delivered them. Only these
@@ -30,8 +30,10 @@ SELECT
         a_oi_kind = 'TOOL', 'openinference',
         name = 'ai.toolCall', 'vercel',
         a_langfuse_type = 'tool', 'langfuse',
+        is_mlflow, 'mlflow',
         'genai') AS source,
-    -- The result ToolMessage's name before the span's (derive.sql: OpenLLMetry JS).
+    -- The result ToolMessage's name before the span's (derive.sql: OpenLLMetry JS);
+    -- the span's name is MLflow's tool.
     if(is_request, request.1,
        coalesce(a_tool_name, a_oi_tool_name, a_vercel_tool_name, nullIf(JSONExtractString(result_message, 'name'), ''),
                 nullIf(trimBoth(replaceRegexpOne(name, '^execute_tool', '')), ''))) AS tool,
@@ -130,6 +132,12 @@ FROM (
             toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.key')) AS a_key,
             toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.idempotency.replayed')) AS a_replayed,
             toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.args.hash')) AS a_args_hash,
+            -- MLflow JSON-encodes every attribute value, its span type too.
+            ifNull(toolspan_attr(SpanAttributes, 'mlflow.spanType') = '"TOOL"', false) AS is_mlflow,
+            -- Its inputs/outputs as the value's JSON: a text is '"A1"', capture
+            -- redacted '"[REDACTED]"' (derive.sql, mlflow_span).
+            toValidUTF8(toolspan_attr(SpanAttributes, 'mlflow.spanInputs')) AS a_mlflow_inputs,
+            toValidUTF8(toolspan_attr(SpanAttributes, 'mlflow.spanOutputs')) AS a_mlflow_outputs,
             -- NULL when not recorded: empty, or OpenInference's (Strands') placeholder
             -- with content capture off (derive.sql, toolspan_recorded).
             if(trimBoth(ifNull(arguments_raw, '')) IN ('', '__REDACTED__', '[REDACTED]'), NULL, arguments_raw) AS arguments_text,
@@ -143,6 +151,7 @@ FROM (
                 -- OpenLLMetry JS: {"args": ["<the tool's input>"]} (derive.sql).
                 if(JSONType(a_traceloop_input, 'args', 1) = 'String',
                    JSONExtractString(a_traceloop_input, 'args', 1), NULL),
+                if(JSONType(a_mlflow_inputs) = 'String', JSONExtractString(a_mlflow_inputs), a_mlflow_inputs),
                 if(startsWith(SpanName, 'execute_tool'), toValidUTF8($event_arguments), NULL)) AS arguments_raw,
             coalesce(
                 toValidUTF8(toolspan_attr(SpanAttributes, 'gen_ai.tool.call.result')),
@@ -150,6 +159,7 @@ FROM (
                 toValidUTF8(toolspan_attr(SpanAttributes, 'ai.toolCall.result')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'langfuse.observation.output')),
                 toValidUTF8(toolspan_attr(SpanAttributes, 'traceloop.entity.output')),
+                if(JSONType(a_mlflow_outputs) = 'String', JSONExtractString(a_mlflow_outputs), a_mlflow_outputs),
                 if(startsWith(SpanName, 'execute_tool'), toValidUTF8($event_result), NULL)) AS result_raw,
             toValidUTF8(ifNull(toolspan_attr(SpanAttributes, 'traceloop.entity.input'), '')) AS a_traceloop_input,
             -- A LangChain ToolMessage as the result, its failure, and what the
@@ -162,9 +172,18 @@ FROM (
                 NULL) AS result_message,
             JSONExtractString(result_message, 'status') = 'error' AS result_failed,
             if(JSONHas(result_message, 'content'), JSONExtractRaw(result_message, 'content'), result_text) AS result_value,
-            if(JSONHas(arguments_text, 'inputs')
-                   AND (JSONHas(arguments_text, 'metadata') OR JSONHas(arguments_text, 'tags')),
-               JSONExtractRaw(arguments_text, 'inputs'), arguments_text) AS arguments_value,
+            multiIf(
+                JSONHas(arguments_text, 'inputs')
+                    AND (JSONHas(arguments_text, 'metadata') OR JSONHas(arguments_text, 'tags')),
+                JSONExtractRaw(arguments_text, 'inputs'),
+                -- MLflow's bound parameters of f(**kwargs) / f(*args, **kwargs), cut out
+                -- of the text as written (derive.sql): JSONExtractRaw writes 2.0 as 2.
+                is_mlflow AND isValidJSON(ifNull(arguments_text, ''))
+                    AND arraySort(JSONExtractKeys(ifNull(arguments_text, ''))) IN (['kwargs'], ['args', 'kwargs']),
+                coalesce(nullIf(extract(arguments_text,
+                    '(?s)\\A\\s*\\{\\s*(?:"args"\\s*:\\s*\\[\\s*\\]\\s*,\\s*)?"kwargs"\\s*:\\s*(\\{.*\\})\\s*(?:,\\s*"args"\\s*:\\s*\\[\\s*\\]\\s*)?\\}\\s*\\z'), ''),
+                    arguments_text),
+                arguments_text) AS arguments_value,
             -- The first exception event's exception.type ('exception' when it names none).
             toValidUTF8(nullIf(arrayFirst(t -> t <> '', $exception_types), '')) AS exception_type,
             -- A LangChain.js failure string's class (derive.sql, exception_class).
@@ -193,7 +212,8 @@ FROM (
              OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'
              -- Vercel AI SDK <= 6 (experimental_telemetry).
              OR SpanName = 'ai.toolCall'
-             OR toolspan_attr(SpanAttributes, 'langfuse.observation.type') = 'tool') AS is_tool_span,
+             OR toolspan_attr(SpanAttributes, 'langfuse.observation.type') = 'tool'
+             OR is_mlflow) AS is_tool_span,
             -- The model's requested calls (name, id, arguments), as derive.sql's
             -- requested_positions reads them: OpenInference's and OpenLLMetry's
             -- flattened output messages ($flat_requests), else GenAI semconv's
@@ -221,6 +241,7 @@ FROM (
                OR toolspan_attr(SpanAttributes, 'openinference.span.kind') = 'TOOL'
                OR SpanName = 'ai.toolCall'
                OR toolspan_attr(SpanAttributes, 'langfuse.observation.type') = 'tool'
+               OR toolspan_attr(SpanAttributes, 'mlflow.spanType') = '"TOOL"'
                OR arrayExists(k -> match(k, $flat_request_key) OR k = 'gen_ai.output.messages', $attribute_keys))
         LIMIT 1 BY TraceId, SpanId
     )

@@ -51,6 +51,7 @@ WHERE $range
        OR toolspan_has(SpanAttributes, 'gen_ai.tool.name')
        OR toolspan_has(SpanAttributes, 'openinference.span.kind')
        OR toolspan_has(SpanAttributes, 'traceloop.span.kind')
+       OR toolspan_has(SpanAttributes, 'mlflow.spanType')
        OR (toolspan_has(SpanAttributes, 'agent_name') AND toolspan_has(SpanAttributes, 'logfire.msg'))
        OR ScopeName = 'pydantic-ai'
        OR startsWith(ifNull(toolspan_attr(SpanAttributes, 'ai.operationId'), ''), 'ai.'))

@@ -72,6 +72,9 @@ SELECT
     list_position(keys, 'langfuse.observation.input') AS "langfuse.observation.input",
     list_position(keys, 'langfuse.observation.output') AS "langfuse.observation.output",
     list_position(keys, 'langfuse.observation.type') AS "langfuse.observation.type",
+    list_position(keys, 'mlflow.spanInputs') AS "mlflow.spanInputs",
+    list_position(keys, 'mlflow.spanOutputs') AS "mlflow.spanOutputs",
+    list_position(keys, 'mlflow.spanType') AS "mlflow.spanType",
     list_position(keys, 'openinference.span.kind') AS "openinference.span.kind",
     list_position(keys, 'output.value') AS "output.value",
     list_position(keys, 'session.id') AS "session.id",
@@ -104,7 +107,7 @@ FROM attribute_shapes;
 
 -- name: extract_tool_spans
 -- Tool spans of every instrumentation: toolspan call and attempt spans, GenAI
--- execute_tool spans, OpenInference TOOL spans, of the touched traces, with
+-- execute_tool spans, OpenInference and MLflow TOOL spans, of the touched traces, with
 -- the attributes the views need extracted (the arguments/results without a
 -- hash are fingerprinted next, fingerprint_tool_spans). Message-history
 -- attributes are never read: they repeat earlier turns. A temporary table:
@@ -127,7 +130,27 @@ WITH tool_span_list AS (
         -- Vercel AI SDK <= 6 (experimental_telemetry).
         OR name = 'ai.toolCall'
         -- Langfuse SDK (v3+): an observation of type tool, named after the tool.
-        OR attribute_vals["langfuse.observation.type"] = 'tool')
+        OR attribute_vals["langfuse.observation.type"] = 'tool'
+        -- MLflow tracing JSON-encodes every attribute value, its span type too.
+        OR attribute_vals["mlflow.spanType"] = '"TOOL"')
+),
+mlflow_span AS (
+    SELECT
+        *,
+        attribute_vals["mlflow.spanType"] = '"TOOL"' AS is_mlflow,
+        -- MLflow's inputs/outputs as the value's JSON: a text is '"A1"' (as
+        -- OpenInference's bare A1 once decoded), capture redacted '"[REDACTED]"'.
+        CASE WHEN json_valid(attribute_vals["mlflow.spanInputs"])
+                 AND json_type(attribute_vals["mlflow.spanInputs"]) = 'VARCHAR'
+            THEN json_extract_string(attribute_vals["mlflow.spanInputs"], '$')
+            ELSE attribute_vals["mlflow.spanInputs"]
+        END AS mlflow_inputs,
+        CASE WHEN json_valid(attribute_vals["mlflow.spanOutputs"])
+                 AND json_type(attribute_vals["mlflow.spanOutputs"]) = 'VARCHAR'
+            THEN json_extract_string(attribute_vals["mlflow.spanOutputs"], '$')
+            ELSE attribute_vals["mlflow.spanOutputs"]
+        END AS mlflow_outputs
+    FROM tool_span_list
 ),
 tool_span AS (
     SELECT
@@ -143,6 +166,7 @@ tool_span AS (
                      AND json_type(attribute_vals["traceloop.entity.input"], '$.args[0]') = 'VARCHAR'
                 THEN json_extract_string(attribute_vals["traceloop.entity.input"], '$.args[0]')
             END,
+            mlflow_inputs,
             event_arguments)) AS arguments_text,
         toolspan_recorded(coalesce(
             attribute_vals["gen_ai.tool.call.result"], attribute_vals["output.value"],
@@ -150,6 +174,7 @@ tool_span AS (
             attribute_vals["langfuse.observation.output"],
             -- OpenLLMetry JS: the serialized ToolMessage.
             attribute_vals["traceloop.entity.output"],
+            mlflow_outputs,
             event_result)) AS result_text,
         -- The fields of a LangChain ToolMessage as the result: OpenInference's
         -- output.value (message_to_dict: {"type": "tool", "data": {...}}),
@@ -184,9 +209,20 @@ tool_span AS (
                 AND json_exists(arguments_text, '$.inputs')
                 AND (json_exists(arguments_text, '$.metadata') OR json_exists(arguments_text, '$.tags'))
                 THEN json_extract(arguments_text, '$.inputs')::VARCHAR
+            -- MLflow records the function's bound parameters: a tool written as
+            -- f(**kwargs) or f(*args, **kwargs) is {"kwargs": {...}} (with
+            -- "args": []), the model's arguments one level down. Cut out of the
+            -- text as written, not re-serialised (ClickHouse would write 2.0 as 2;
+            -- clickhouse_derive.sql has the same pattern); other shapes as they are.
+            WHEN is_mlflow AND json_valid(arguments_text)
+                AND list_sort(json_keys(arguments_text)) IN (['kwargs'], ['args', 'kwargs'])
+                THEN coalesce(nullif(regexp_extract(
+                    arguments_text,
+                    '(?s)\A\s*\{\s*(?:"args"\s*:\s*\[\s*\]\s*,\s*)?"kwargs"\s*:\s*(\{.*\})\s*(?:,\s*"args"\s*:\s*\[\s*\]\s*)?\}\s*\z',
+                    1), ''), arguments_text)
             ELSE arguments_text
         END AS arguments_value
-    FROM tool_span_list
+    FROM mlflow_span
 )
 SELECT
     trace_id,
@@ -198,6 +234,7 @@ SELECT
         WHEN attribute_vals["openinference.span.kind"] = 'TOOL' THEN 'openinference'
         WHEN name = 'ai.toolCall' THEN 'vercel'
         WHEN attribute_vals["langfuse.observation.type"] = 'tool' THEN 'langfuse'
+        WHEN is_mlflow THEN 'mlflow'
         ELSE 'genai'
     END AS source,
     coalesce(
@@ -208,6 +245,8 @@ SELECT
         -- every LangChain.js tool span by the tool's class (execute_tool
         -- DynamicStructuredTool) and sets no gen_ai.tool.name.
         nullif(json_extract_string(result_message, '$.name'), ''),
+        -- The span's name: GenAI's execute_tool <name>; MLflow's the function's
+        -- (or @mlflow.trace(name=...)), which names no tool otherwise.
         nullif(trim(regexp_replace(name, '^execute_tool', '')), '')
     ) AS tool,
     coalesce(
@@ -440,7 +479,7 @@ SELECT
     count(*) FILTER (
         WHERE (args_fingerprint IS NULL AND arguments_value IS NOT NULL)
            OR (result_text IS NOT NULL AND result_hash IS NULL)),
-    count(*) FILTER (WHERE source IN ('genai', 'openinference', 'vercel', 'langfuse')),
+    count(*) FILTER (WHERE source IN ('genai', 'openinference', 'vercel', 'langfuse', 'mlflow')),
     count(*)
 FROM touched_tool_spans;
 

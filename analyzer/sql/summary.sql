@@ -48,7 +48,7 @@ ORDER BY source;
 -- (an LLM, agent, chat or tool span) by any instrumentation and those of them
 -- in traces where no tool call was recognised, and the calls whose arguments
 -- were not recorded. GenAI-looking: GenAI semantic conventions (OpenLLMetry,
--- Google ADK, Strands, Pydantic AI, toolspan), OpenInference, Traceloop, the
+-- Google ADK, Strands, Pydantic AI, toolspan), OpenInference, Traceloop, MLflow, the
 -- Vercel AI SDK's ai.* operation ids, Pydantic AI's own scope and its older
 -- agent run spans (agent_name with logfire.msg). Keys are tested once per
 -- attribute shape, not per span. clickhouse_summary.sql has the same rule.
@@ -57,7 +57,7 @@ WITH genai_shapes AS (
         shape AS attribute_shape,
         list_has_any(keys, ['gen_ai.operation.name', 'gen_ai.system', 'gen_ai.provider.name',
                             'gen_ai.agent.name', 'gen_ai.tool.name', 'openinference.span.kind',
-                            'traceloop.span.kind'])
+                            'traceloop.span.kind', 'mlflow.spanType'])
             OR (list_contains(keys, 'agent_name') AND list_contains(keys, 'logfire.msg')) AS by_keys,
         list_position(keys, 'ai.operationId') AS operation_at
     FROM attribute_shapes

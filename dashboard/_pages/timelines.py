@@ -38,7 +38,8 @@ def render() -> None:
     st.caption(
         f"calls {offset + 1:,}-{offset + len(calls):,} of {total:,}, most attempts first. "
         "A bar is an attempt's own time (at least a few pixels wide); its paler tail the "
-        "delay scheduled after it; a diamond a call that ran no attempt (refused, replayed)."
+        "delay scheduled after it; a diamond a call that ran no attempt (refused, replayed), "
+        "a circle a call the model requested that no tool span shows running."
     )
     calls["label"] = [_label(offset + i + 1, call) for i, (_, call) in enumerate(calls.iterrows())]
     attempts = ui.query(

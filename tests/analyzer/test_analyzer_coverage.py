@@ -51,6 +51,7 @@ STACKS = {
     "google-adk": "genai",
     "langchain-openinference": "openinference",
     "langchain-openllmetry": "genai",
+    "mlflow": "mlflow",
     "strands": "genai",
     "vercel-ai-4": "vercel",
     "vercel-ai-5": "vercel",

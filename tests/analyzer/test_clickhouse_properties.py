@@ -78,7 +78,9 @@ def _attributes(values: dict[str, Any]) -> list[dict[str, Any]]:
 # tool span, only the model's request in an LLM span (OpenInference's flattened
 # output messages, or GenAI semconv's gen_ai.output.messages with a JSON
 # object of arguments whose numbers each engine writes its own way); or
-# Strands Agents' execute_tool span, its arguments and result in span events.
+# Strands Agents' execute_tool span, its arguments and result in span events;
+# or MLflow's TOOL span (no call id, no conversation; the inputs as f(**kwargs)
+# binds them, the result a JSON-encoded text).
 SHAPES = (
     "toolspan",
     "no_conversation",
@@ -87,6 +89,7 @@ SHAPES = (
     "requested",
     "requested_json",
     "strands",
+    "mlflow",
 )
 
 
@@ -115,7 +118,7 @@ def _spans(call: Call, *, stated: bool, shape: str, trace: str, root: str) -> li
         "gen_ai.tool.call.id": "call_" + call_id,
         "gen_ai.tool.call.arguments": arguments,
     }
-    if shape in ("requested", "requested_json", "strands"):
+    if shape in ("requested", "requested_json", "strands", "mlflow"):
         return [_foreign_span(call, shape, trace=trace, root=root, call_id=call_id)]
     if shape == "genai":
         attributes = {
@@ -207,14 +210,17 @@ _SCOPES = {
     "requested": "openinference.instrumentation.openai",
     "requested_json": "opentelemetry.instrumentation.openai.v1",
     "strands": "strands.telemetry.tracer",
+    "mlflow": "mlflow.tracing.provider",
 }
 
 
 def _foreign_span(call: Call, shape: str, *, trace: str, root: str, call_id: str) -> dict[str, Any]:
     """The one span of a call ``shape`` records without toolspan: the LLM span
-    requesting it, or Strands' tool span."""
+    requesting it, or Strands' or MLflow's tool span."""
     succeeded = call.status == "succeeded"
     arguments = {"a": call.args, "n": [1, 2.0]}
+    if shape == "mlflow":
+        return _mlflow_span(call, trace=trace, root=root, call_id=call_id, arguments=arguments)
     if shape == "requested":
         prefix = "llm.output_messages.0.message.tool_calls.0.tool_call."
         attributes: dict[str, Any] = {
@@ -285,6 +291,31 @@ def _foreign_span(call: Call, shape: str, *, trace: str, root: str, call_id: str
         trace,
         call_id,
         f"execute_tool {call.tool}",
+        call,
+        parentSpanId=root,
+        attributes=_attributes(attributes),
+        events=events,
+        status={"code": 1 if succeeded else 2},
+    )
+
+
+def _mlflow_span(
+    call: Call, *, trace: str, root: str, call_id: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    succeeded = call.status == "succeeded"
+    attributes = {
+        "mlflow.spanType": '"TOOL"',
+        "mlflow.spanInputs": json.dumps({"kwargs": arguments}),
+        "mlflow.spanOutputs": json.dumps(f"{call.tool} {call.args}") if succeeded else None,
+    }
+    events: list[dict[str, Any]] = []
+    if not succeeded:
+        exception = {"exception.type": call.error_code or "failed"}
+        events.append({"name": "exception", "attributes": _attributes(exception)})
+    return _span(
+        trace,
+        call_id,
+        call.tool,
         call,
         parentSpanId=root,
         attributes=_attributes(attributes),

@@ -38,31 +38,33 @@ SCRIPT_TOOLS = ("charge", "get_order", "send_email")
 Key = tuple[str, str | None, str]
 
 # -- what today's analyzer gets wrong (a fix removes its entry) ---------------------
-MLFLOW = (
-    "MLflow's own span attributes (mlflow.spanType '\"TOOL\"', the span name as the tool,"
-    " mlflow.spanInputs / mlflow.spanOutputs) are not read: no tool call"
-)
-# OpenLLMetry JS names a tool span by the tool's class, not the tool: every
-# LangChain.js tool() is "execute_tool DynamicStructuredTool" (handleToolStart
-# takes tool.id[-1] and drops the run name), with no gen_ai.tool.name. The
-# analyzer takes the name from the result ToolMessage, which a failed call lacks.
+# An upstream limitation, not the analyzer's: OpenLLMetry JS names a tool span by
+# the tool's class, not the tool. In @traceloop/instrumentation-langchain 0.27.0,
+# LangChainCallbackHandler.handleToolStart (src/callback_handler.ts lines 447-456,
+# dist/index.js 311-314) takes tool.id[-1] of the serialized tool
+# ("DynamicStructuredTool" for every tool()) and ignores its _runName argument,
+# which @langchain/core 1.4.0 sets to the tool's name (DynamicStructuredTool.call,
+# dist/tools/index.js 252; passed on at 132), and the toolCallId after it; no
+# gen_ai.tool.name is written.
+# The analyzer takes the name from the result ToolMessage (traceloop.entity.output,
+# handleToolEnd); handleToolError (callback_handler.ts 508-522) writes no output, and
+# with traceContent off neither writes anything, so then nothing names the tool.
 CLASS_NAMED = (
-    "@traceloop/instrumentation-langchain 0.27 names every tool span by its class"
-    " (execute_tool DynamicStructuredTool); the name is read from the result ToolMessage"
+    "upstream: @traceloop/instrumentation-langchain 0.27.0 names every tool span by its"
+    " class (handleToolStart, src/callback_handler.ts:456, takes tool.id[-1] and ignores"
+    " the runName @langchain/core 1.4.0 passes: execute_tool DynamicStructuredTool);"
+    " the name is read from the result ToolMessage, which handleToolError never writes"
 )
 # Per check ("calls", "findings"), the folders today's analyzer fails and why
 # (DuckDB and ClickHouse agree on every folder, wrong ones included).
 KNOWN_WRONG: dict[str, dict[str, str]] = {
     "calls": {
-        "mlflow-on": MLFLOW,
-        "mlflow-off": MLFLOW,
         "langchainjs-openllmetry-on": CLASS_NAMED + ", which the two timed-out charges do"
         " not have: they read as DynamicStructuredTool",
         "langchainjs-openllmetry-off": CLASS_NAMED + ", not recorded with capture off: no"
         " span of the run names the tool",
     },
     "findings": {
-        "mlflow-on": MLFLOW + ", so no finding",
         "langchainjs-openllmetry-on": CLASS_NAMED + ": the timed-out charges are unnamed,"
         " so the write_after_unknown of charge is missed",
     },

@@ -8,11 +8,14 @@ import itertools
 import math
 import re
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolspan.dashboard._charts import timeline
 from toolspan.dashboard._colours import ALIASES, FALLBACK_PALETTE, STATUS_COLOURS, colour_for
 
 CONTRACT = Path(__file__).resolve().parents[2] / "docs" / "trace-contract.md"
@@ -146,3 +149,58 @@ def test_any_other_name_gets_a_stable_colour_outside_the_map(name: str) -> None:
     else:
         # The same on every page and dataset (no per-process hash salt), never a fixed one.
         assert colour in FALLBACK_PALETTE and colour == colour_for(str(name))
+
+
+# -- the analyzer's requested calls --------------------------------------------------
+
+
+def test_requested_calls_have_a_fixed_colour_of_their_own() -> None:
+    # Not a contract status (the analyzer's, docs/analyzer.md): without its own entry it
+    # took a hashed fallback colour, one that other unknown codes share.
+    assert "requested" in STATUS_COLOURS
+    assert colour_for("requested") == STATUS_COLOURS["requested"] not in FALLBACK_PALETTE
+
+
+def _timeline_spec() -> dict[str, Any]:
+    """The retry timeline of one requested call and one refused one (no attempt ran)."""
+    attempts = pd.DataFrame(
+        columns=[
+            "label",
+            "attempt",
+            "outcome",
+            "start_ms",
+            "end_ms",
+            "wait_end_ms",
+            "duration_ms",
+            "delay_s",
+        ]
+    )
+    calls = pd.DataFrame(
+        {
+            "label": ["1. get_order · call_1 → requested", "2. charge · s2 → circuit_open"],
+            "status": ["requested", "circuit_open"],
+            "attempts": [0, 0],
+        }
+    )
+    spec: dict[str, Any] = timeline(attempts, calls).to_dict()
+    return spec
+
+
+def test_the_timeline_shows_a_requested_call_in_its_colour_shape_and_words() -> None:
+    spec = _timeline_spec()
+    layers = {layer["mark"]["type"]: layer for layer in spec["layer"]}
+    point = layers["point"]["encoding"]
+    scale = point["color"]["scale"]
+    colours = dict(zip(scale["domain"], scale["range"], strict=True))
+    assert colours == {"circuit_open": STATUS_COLOURS["circuit_open"], "requested": "#00001E"}
+    # The legend names it for what it is; the marker is a circle, not a refusal's diamond.
+    assert "requested (by the model, not run)" in point["color"]["legend"]["labelExpr"]
+    shapes = dict(
+        zip(point["shape"]["scale"]["domain"], point["shape"]["scale"]["range"], strict=True)
+    )
+    assert shapes == {"no attempt": "diamond", "requested": "circle"}
+    rows = spec["datasets"][layers["point"]["data"]["name"]]
+    assert {(r["outcome"], r["marker"], r["note"]) for r in rows} == {
+        ("requested", "requested", "requested by the model; no tool span ran it"),
+        ("circuit_open", "no attempt", "no attempt: circuit_open"),
+    }
