@@ -45,7 +45,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from ..._canonical import canonical_json
 from ..._errors import ConfigurationError
@@ -218,11 +218,9 @@ def parse_config(raw: Mapping[str, Any]) -> ProxyConfig:
         loop_threshold=_guard(raw, "loop_threshold", 3),
         max_attempts_per_action=_guard(raw, "max_attempts_per_action", 5),
         guard_reads=_bool(raw, "guard_reads", False, ""),
-        sse_replay_events=_count(raw, "sse_replay_events", DEFAULT_REPLAY_EVENTS)
-        or DEFAULT_REPLAY_EVENTS,
-        sse_replay_bytes=_count(raw, "sse_replay_bytes", DEFAULT_REPLAY_BYTES)
-        or DEFAULT_REPLAY_BYTES,
-        sse_retry_ms=_count(raw, "sse_retry_ms", None),
+        sse_replay_events=_count(raw, "sse_replay_events", DEFAULT_REPLAY_EVENTS),
+        sse_replay_bytes=_count(raw, "sse_replay_bytes", DEFAULT_REPLAY_BYTES),
+        sse_retry_ms=_count(raw, "sse_retry_ms"),
         tools=tools,
         retry_budget=_numbers(raw, "retry_budget", _BUDGET_KEYS),
         circuit_breaker=_numbers(raw, "circuit_breaker", _BREAKER_KEYS),
@@ -302,7 +300,11 @@ def _guard(raw: Mapping[str, Any], key: str, default: int) -> int | None:
     return value or None
 
 
-def _count(raw: Mapping[str, Any], key: str, default: int | None) -> int | None:
+@overload
+def _count(raw: Mapping[str, Any], key: str, default: int) -> int: ...
+@overload
+def _count(raw: Mapping[str, Any], key: str, default: None = None) -> int | None: ...
+def _count(raw: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
     """A whole number of at least 1 (``default`` when absent)."""
     value = raw.get(key, default)
     if value is None:

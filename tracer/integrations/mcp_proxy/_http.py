@@ -61,7 +61,7 @@ from starlette.routing import Route
 
 from ._config import ProxyConfig
 from ._proxy import CONVERSATION_META_KEY, McpProxy, Reply
-from ._replay import STANDALONE, Attached, SessionLog
+from ._replay import STANDALONE, Attached, SessionLog, sse_frame
 from ._subscriptions import SUBSCRIPTION_METHODS, Subscriptions
 
 __all__ = ["LAST_EVENT_ID_HEADER", "SESSION_HEADER", "Sessions", "http_app"]
@@ -234,9 +234,7 @@ def _recorder(log: SessionLog, own_id: str, client_id: RequestId) -> Reply:
 
     async def reply(message: JSONRPCMessage) -> None:
         last = _is_answer(message, own_id)
-        if last:
-            message = message.model_copy(update={"id": client_id})
-        log.record(own_id, _own_id_back(message, own_id, client_id), last=last)
+        log.record(own_id, _to_client(message, own_id, client_id), last=last)
 
     return reply
 
@@ -335,22 +333,23 @@ async def _events(
     try:
         while True:
             message: JSONRPCMessage = await received.receive()
-            if _is_answer(message, own_id):
-                answered = True
-                yield _event(
-                    _own_id_back(message.model_copy(update={"id": client_id}), own_id, client_id)
-                )
+            last = _is_answer(message, own_id)
+            answered = answered or last
+            yield sse_frame(_to_client(message, own_id, client_id))
+            if last:
                 return
-            yield _event(_own_id_back(message, own_id, client_id))
     finally:
         if not answered:
             with anyio.CancelScope(shield=True):
                 await proxy.handle(_cancelled(own_id), _nowhere)
 
 
-def _own_id_back(message: JSONRPCMessage, own_id: str, client_id: RequestId) -> JSONRPCMessage:
-    """A listen stream's frames name its request's id in ``_meta``: the client's
-    id, not the proxy's own."""
+def _to_client(message: JSONRPCMessage, own_id: str, client_id: RequestId) -> JSONRPCMessage:
+    """What the proxy sends for a request, as its client sees it: the answer
+    under the client's id, and a listen stream's frames naming the client's id
+    in ``_meta`` (not the proxy's own)."""
+    if _is_answer(message, own_id):
+        message = message.model_copy(update={"id": client_id})
     field = "result" if isinstance(message, JSONRPCResponse) else "params"
     body = getattr(message, field, None)
     meta = body.get("_meta") if isinstance(body, dict) else None
@@ -364,11 +363,6 @@ def _own_id_back(message: JSONRPCMessage, own_id: str, client_id: RequestId) -> 
 def _cancelled(request_id: str) -> JSONRPCNotification:
     params = {"requestId": request_id, "reason": "the HTTP client closed the stream"}
     return JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=params)
-
-
-def _event(message: JSONRPCMessage) -> bytes:
-    body = message.model_dump_json(by_alias=True, exclude_unset=True)
-    return b"event: message\ndata: " + body.encode() + b"\n\n"
 
 
 def _refused(request: Request, hosts: frozenset[str], origins: frozenset[str]) -> str | None:

@@ -34,11 +34,19 @@ __all__ = [
     "STANDALONE",
     "Attached",
     "SessionLog",
+    "sse_frame",
 ]
 
 DEFAULT_REPLAY_EVENTS = 256
 DEFAULT_REPLAY_BYTES = 1 << 20
 STANDALONE = "get"  # the stream name of a session's standalone (GET) stream
+
+
+def sse_frame(message: JSONRPCMessage, event_id: str | None = None) -> bytes:
+    """One SSE ``message`` event carrying ``message`` (with ``id`` when given)."""
+    body = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    head = b"" if event_id is None else b"id: %s\n" % event_id.encode()
+    return head + b"event: message\ndata: " + body + b"\n\n"
 
 
 @dataclass(eq=False)
@@ -105,8 +113,7 @@ class SessionLog:
         if stream.done:
             return  # a POST's stream carries nothing after its answer
         stream.seq += 1
-        body = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        frame = b"id: %s-%d\nevent: message\ndata: %s\n\n" % (name.encode(), stream.seq, body)
+        frame = sse_frame(message, f"{name}-{stream.seq}")
         self._keep(_Event(stream, stream.seq, frame))
         if stream.live is not None:
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
