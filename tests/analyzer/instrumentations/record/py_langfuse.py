@@ -25,10 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -36,47 +33,19 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from toolspan.serve._otlp import decompress, from_protobuf
-
-from .record_py import SCENARIO, Call, Scenarios, Tools
+from .record_py import (
+    QUESTION,
+    SCENARIO,
+    Call,
+    Scenarios,
+    Tools,
+    chat_loop,
+    otlp_receiver,
+    scripted_chat,
+)
 
 STACK = "langfuse"
 PACKAGES = ("langfuse", "openai", "opentelemetry-sdk")
-# Far above one export of this script (a few KB): the receiver's inflate bound.
-MAX_BODY = 16 * 1024 * 1024
-
-
-@contextmanager
-def receiver(out: Path) -> Iterator[str]:
-    """An OTLP/HTTP (protobuf, identity or gzip) trace receiver on 127.0.0.1
-    writing ``out``; its base URL."""
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            plain = decompress(body, self.headers.get("Content-Encoding", ""), MAX_BODY)
-            line = from_protobuf(plain).line
-            if line is not None:
-                with lock, out.open("ab") as file:
-                    file.write(line + b"\n")
-            # An empty ExportTraceServiceResponse: everything was accepted.
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _model(scenario: str, script: list[Call]) -> Any:
@@ -84,32 +53,7 @@ def _model(scenario: str, script: list[Call]) -> Any:
     import httpx2
     from langfuse.openai import OpenAI
 
-    turn = 0
-
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        nonlocal turn
-        message: dict[str, Any] = {"role": "assistant", "content": None}
-        if turn < len(script):
-            tool, args = script[turn]
-            call = {"name": tool, "arguments": json.dumps(args)}
-            message["tool_calls"] = [
-                {"id": f"call_{scenario}_{turn}", "type": "function", "function": call}
-            ]
-            finish = "tool_calls"
-        else:
-            message["content"], finish = "done", "stop"
-        turn += 1
-        body = {
-            "id": f"chatcmpl-{scenario}-{turn}",
-            "object": "chat.completion",
-            "created": 1767600000,
-            "model": "scripted-model",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        }
-        return httpx2.Response(200, json=body)
-
-    transport = httpx2.MockTransport(handle)
+    transport = httpx2.MockTransport(scripted_chat(scenario, script))
     return OpenAI(api_key="sk-test", http_client=httpx2.Client(transport=transport))
 
 
@@ -142,32 +86,17 @@ def _run(scenario: str, script: list[Call]) -> None:
         for name in tools
     ]
 
+    def create(messages: list[Any]) -> Any:
+        return client.chat.completions.create(
+            model="scripted-model", messages=messages, tools=advertised
+        )
+
     @observe(name="support-agent", as_type="agent")
     def agent(question: str) -> str:
-        messages: list[Any] = [{"role": "user", "content": question}]
-        while True:
-            reply = (
-                client.chat.completions.create(
-                    model="scripted-model", messages=messages, tools=advertised
-                )
-                .choices[0]
-                .message
-            )
-            messages.append(reply.model_dump(exclude_none=True))
-            if not reply.tool_calls:
-                return str(reply.content)
-            for call in reply.tool_calls:
-                try:
-                    result: Any = tools[call.function.name](**json.loads(call.function.arguments))
-                except TimeoutError as error:
-                    # As an app does: the timeout goes back to the model, the run goes on.
-                    result = {"error": f"TimeoutError: {error}"}
-                messages.append(
-                    {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
-                )
+        return chat_loop(create, tools.__getitem__, question)
 
     with propagate_attributes(session_id=f"conv-{scenario}-{STACK}"):
-        agent("Help the customer with order A1.")
+        agent(QUESTION)
 
 
 def record(capture: str, out: Path) -> dict[str, Any]:
@@ -178,7 +107,7 @@ def record(capture: str, out: Path) -> dict[str, Any]:
     scenarios = Scenarios()
     provider = TracerProvider(resource=Resource.create({"service.name": f"support-agent-{STACK}"}))
     provider.add_span_processor(scenarios)
-    with receiver(out) as url:
+    with otlp_receiver(out) as url:
         # Any keys do: the receiver checks none. The client adds its own
         # LangfuseSpanProcessor (batching, OTLP/HTTP) to this provider.
         langfuse = Langfuse(

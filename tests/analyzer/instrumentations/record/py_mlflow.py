@@ -23,50 +23,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from toolspan.serve._otlp import from_protobuf
-
-from .record_py import SCENARIO, Call, Scenarios, Tools
+from .record_py import SCENARIO, Call, Scenarios, Tools, otlp_receiver
 
 PACKAGES = ("mlflow-tracing", "opentelemetry-sdk")
-
-
-@contextmanager
-def receiver(out: Path) -> Iterator[str]:
-    """An OTLP/HTTP (protobuf) trace receiver on 127.0.0.1 writing ``out``; its URL."""
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            line = from_protobuf(body).line
-            if line is not None:
-                with lock, out.open("ab") as file:
-                    file.write(line + b"\n")
-            # An empty ExportTraceServiceResponse: everything was accepted.
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _redact(span: Any) -> None:
@@ -114,7 +78,8 @@ def _run(stack: str, scenario: str, script: list[Call]) -> None:
 
 
 def record(stack: str, capture: str, out: Path) -> dict[str, Any]:
-    with receiver(out) as url:
+    with otlp_receiver(out) as base:
+        url = f"{base}/v1/traces"
         os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = url
         os.environ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
         os.environ["OTEL_SERVICE_NAME"] = f"support-agent-{stack}"

@@ -36,45 +36,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from .record_py import SCENARIO, Call, Scenarios, Tools
+from .record_py import QUESTION, SCENARIO, Call, Scenarios, Tools, scripted_chat
 
 STACK = "semantic-kernel"
 PACKAGES = ("semantic-kernel", "openai", "opentelemetry-sdk")
 # SK names a tool <plugin>-<function> (its fully qualified name), to the model
 # and in gen_ai.tool.name.
 PLUGIN = "support"
-
-
-def _transport(scenario: str, script: list[Call]) -> Any:
-    """The model: each request answered with the script's next tool call."""
-    import httpx2
-
-    turn = 0
-
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        nonlocal turn
-        message: dict[str, Any] = {"role": "assistant", "content": None}
-        if turn < len(script):
-            tool, args = script[turn]
-            call = {"name": f"{PLUGIN}-{tool}", "arguments": json.dumps(args)}
-            message["tool_calls"] = [
-                {"id": f"call_{scenario}_{turn}", "type": "function", "function": call}
-            ]
-            finish = "tool_calls"
-        else:
-            message["content"], finish = "done", "stop"
-        turn += 1
-        body = {
-            "id": f"chatcmpl-{scenario}-{turn}",
-            "object": "chat.completion",
-            "created": 1767600000,
-            "model": "scripted-model",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        }
-        return httpx2.Response(200, json=body)
-
-    return httpx2.MockTransport(handle)
 
 
 def _plugin() -> Any:
@@ -113,7 +81,9 @@ def _run(scenario: str, script: list[Call]) -> None:
 
     client = openai.AsyncOpenAI(
         api_key="sk-test",
-        http_client=httpx2.AsyncClient(transport=_transport(scenario, script)),
+        http_client=httpx2.AsyncClient(
+            transport=httpx2.MockTransport(scripted_chat(scenario, script, f"{PLUGIN}-"))
+        ),
     )
     settings = OpenAIChatPromptExecutionSettings(
         function_choice_behavior=FunctionChoiceBehavior.Auto(
@@ -130,7 +100,7 @@ def _run(scenario: str, script: list[Call]) -> None:
     )
 
     async def run() -> None:
-        await agent.get_response(messages="Help the customer with order A1.")
+        await agent.get_response(messages=QUESTION)
 
     asyncio.run(run())
 

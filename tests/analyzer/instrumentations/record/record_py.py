@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 HERE = Path(__file__).resolve().parent
 SCENARIO: dict[str, Any] = json.loads((HERE / "scenario.json").read_text())
 Call = tuple[str, dict[str, Any]]
+# Far above one export of a recording (a few KB): the receiver's inflate bound.
+MAX_BODY = 16 * 1024 * 1024
 
 
 class Scenarios(SpanProcessor):
@@ -68,6 +70,106 @@ class Tools:
         if self.charges <= SCENARIO["charge_timeouts"]:
             raise TimeoutError("payment gateway timed out after 30s")
         return {"charged": True}
+
+
+QUESTION = "Help the customer with order A1."
+
+
+def scripted_chat(scenario: str, script: list[Call], prefix: str = "") -> Any:
+    """The model: an ``httpx2`` handler answering each chat completion with the
+    script's next tool call (named ``prefix + tool``), then "done"."""
+    import httpx2
+
+    turn = 0
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        nonlocal turn
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if turn < len(script):
+            tool, args = script[turn]
+            call = {"name": f"{prefix}{tool}", "arguments": json.dumps(args)}
+            message["tool_calls"] = [
+                {"id": f"call_{scenario}_{turn}", "type": "function", "function": call}
+            ]
+            finish = "tool_calls"
+        else:
+            message["content"], finish = "done", "stop"
+        turn += 1
+        body = {
+            "id": f"chatcmpl-{scenario}-{turn}",
+            "object": "chat.completion",
+            "created": 1767600000,
+            "model": "scripted-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+        return httpx2.Response(200, json=body)
+
+    return handle
+
+
+def chat_loop(
+    create: Callable[[list[Any]], Any],
+    tool: Callable[[str], Callable[..., Any]],
+    question: str = QUESTION,
+) -> str:
+    """The app's own agent loop over the openai client: ``create(messages)`` is a
+    completion, ``tool(name)`` the function to run; a timeout goes back to the
+    model as the tool's result, as an app does, and the run goes on."""
+    messages: list[Any] = [{"role": "user", "content": question}]
+    while True:
+        reply = create(messages).choices[0].message
+        messages.append(reply.model_dump(exclude_none=True))
+        if not reply.tool_calls:
+            return str(reply.content)
+        for call in reply.tool_calls:
+            try:
+                result: Any = tool(call.function.name)(**json.loads(call.function.arguments))
+            except TimeoutError as error:
+                result = {"error": f"TimeoutError: {error}"}
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
+            )
+
+
+@contextmanager
+def otlp_receiver(out: Path) -> Iterator[str]:
+    """An OTLP/HTTP (protobuf, identity or gzip) trace receiver on 127.0.0.1
+    appending each request to ``out`` as one OTLP/JSON line, with toolspan
+    serve's own converter (what ``toolspan serve`` does with the same bytes);
+    its base URL."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from toolspan.serve._otlp import decompress, from_protobuf
+
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            plain = decompress(body, self.headers.get("Content-Encoding", ""), MAX_BODY)
+            line = from_protobuf(plain).line
+            if line is not None:
+                with lock, out.open("ab") as file:
+                    file.write(line + b"\n")
+            # An empty ExportTraceServiceResponse: everything was accepted.
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _set_capture(stack: str, capture: str) -> None:
@@ -204,62 +306,22 @@ def _openai_loop(stack: str, scenario: str, script: list[Call]) -> None:
     import httpx2
     import openai
 
-    turn = 0
-
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        nonlocal turn
-        message: dict[str, Any] = {"role": "assistant", "content": None}
-        if turn < len(script):
-            tool, args = script[turn]
-            call = {"name": tool, "arguments": json.dumps(args)}
-            message["tool_calls"] = [
-                {"id": f"call_{scenario}_{turn}", "type": "function", "function": call}
-            ]
-            finish = "tool_calls"
-        else:
-            message["content"], finish = "done", "stop"
-        turn += 1
-        body = {
-            "id": f"chatcmpl-{scenario}-{turn}",
-            "object": "chat.completion",
-            "created": 1767600000,
-            "model": "scripted-model",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        }
-        return httpx2.Response(200, json=body)
-
-    client = openai.OpenAI(
-        api_key="sk-test", http_client=httpx2.Client(transport=httpx2.MockTransport(handle))
-    )
+    transport = httpx2.MockTransport(scripted_chat(scenario, script))
+    client = openai.OpenAI(api_key="sk-test", http_client=httpx2.Client(transport=transport))
     impl = Tools()
     schema = {"type": "object", "properties": {}}
     tools: Any = [
         {"type": "function", "function": {"name": name, "parameters": schema}}
         for name in ("get_order", "send_email", "charge")
     ]
-    messages: list[Any] = [{"role": "user", "content": "Help the customer with order A1."}]
+
+    def create(messages: list[Any]) -> Any:
+        return client.chat.completions.create(
+            model="scripted-model", messages=messages, tools=tools
+        )
+
     with _session(stack, f"conv-{scenario}-{stack}"):
-        while True:
-            reply = (
-                client.chat.completions.create(
-                    model="scripted-model", messages=messages, tools=tools
-                )
-                .choices[0]
-                .message
-            )
-            messages.append(reply.model_dump(exclude_none=True))
-            if not reply.tool_calls:
-                return
-            for call in reply.tool_calls:
-                tool: Callable[..., Any] = getattr(impl, call.function.name)
-                try:
-                    result: Any = tool(**json.loads(call.function.arguments))
-                except TimeoutError as error:
-                    result = {"error": f"TimeoutError: {error}"}
-                messages.append(
-                    {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
-                )
+        chat_loop(create, lambda name: getattr(impl, name))
 
 
 # -- Google ADK ----------------------------------------------------------------------------
