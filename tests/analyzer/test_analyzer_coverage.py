@@ -36,11 +36,10 @@ from toolspan.analyzer import Analyzer, ClickHouseAnalyzer
 from toolspan.analyzer._render import coverage_line, summary_text
 from toolspan.cli import main
 
+from .instrumentations import FOLDERS, fixture_spans
 from .test_analyzer_clickhouse import LAYOUTS, Table
 
-FIXTURES = Path(__file__).parent / "instrumentations"
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
-FOLDERS = sorted(p.name for p in FIXTURES.iterdir() if (p / "labels.json").is_file())
 # LLM spans with content capture off: no tool call in any form (17 LLM spans
 # and the app's own span per fixture; the tools themselves are not instrumented).
 NOTHING = ("openai-openinference-off", "openai-openllmetry-off")
@@ -64,11 +63,6 @@ RECOGNISED: dict[str, tuple[str, int, int]] = {
 }
 WARNING = "GenAI span(s) read, no tool call recognised"
 FAILING = "--fail-on: failing, no tool call recognised in"
-
-
-def _spans(folder: str) -> Path:
-    plain = FIXTURES / folder / "spans.jsonl"
-    return plain if plain.exists() else plain.with_name("spans.jsonl.gz")
 
 
 def _attributes(path: Path) -> list[dict[str, Any]]:
@@ -127,7 +121,7 @@ def _http_spans(path: Path) -> Path:
 def test_the_capture_off_llm_spans_carry_no_tool_call_in_any_form(folder: str) -> None:
     # Why these fixtures are the "nothing recognised" case: no attribute names a
     # tool or holds a message, and OpenInference's values are its placeholder.
-    spans = _attributes(_spans(folder))
+    spans = _attributes(fixture_spans(folder))
     keys = {key for attributes in spans for key in attributes}
     assert not [k for k in keys if "tool" in k or "message" in k], keys
     values = {a[k] for a in spans for k in ("input.value", "output.value") if k in a}
@@ -138,7 +132,7 @@ def test_the_capture_off_llm_spans_carry_no_tool_call_in_any_form(folder: str) -
 def test_genai_spans_with_no_call_recognised_warn_and_fail_the_gate(
     folder: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = str(_spans(folder))
+    path = str(fixture_spans(folder))
     assert main(["analyze", path, "--fail-on", "any"]) == 1
     err = capsys.readouterr().err
     assert f"17 {WARNING}" in err
@@ -159,7 +153,9 @@ def test_genai_spans_with_no_call_recognised_warn_and_fail_the_gate(
 def test_json_output_stays_pure_json_and_carries_the_coverage(
     folder: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["analyze", str(_spans(folder)), "--format", "json", "--fail-on", "any"]) == 1
+    assert (
+        main(["analyze", str(fixture_spans(folder)), "--format", "json", "--fail-on", "any"]) == 1
+    )
     printed = capsys.readouterr()
     out = json.loads(printed.out)
     assert out["findings"] == []
@@ -212,7 +208,7 @@ def test_calls_recognised_in_some_traces_are_no_silent_zero(
     # One service's tool spans are read, another's LLM spans hold none: the
     # figure says how many GenAI spans lie in traces without a call; no warning
     # (a chat that needs no tool is an ordinary trace).
-    paths = [_spans("vercel-ai-5-on"), _spans("openai-openllmetry-off")]
+    paths = [fixture_spans("vercel-ai-5-on"), fixture_spans("openai-openllmetry-off")]
     cover = _summary(*paths)["coverage"]
     assert cover["tool_calls"] == {"vercel": 15}
     assert (cover["genai_spans"], cover["genai_spans_without_calls"]) == (34 + 17, 17)
@@ -228,14 +224,14 @@ def test_recognised_calls_are_counted_per_source_without_a_warning(
     folder: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, calls, unverifiable = RECOGNISED[folder]
-    summary = _summary(_spans(folder))
+    summary = _summary(fixture_spans(folder))
     cover = summary["coverage"]
     assert cover["tool_calls"] == {source: calls}
     assert cover["unverifiable_calls"] == unverifiable == summary["unverifiable"]
     assert cover["spans"] == summary["spans"]
     # Every span of these recordings is the library's own GenAI span.
     assert cover["genai_spans"] == summary["spans"]
-    main(["analyze", str(_spans(folder)), "--fail-on", "any"])
+    main(["analyze", str(fixture_spans(folder)), "--fail-on", "any"])
     assert WARNING not in capsys.readouterr().err
 
 
@@ -259,8 +255,8 @@ def test_toolspans_own_spans_and_attempts() -> None:
 @given(st.sets(st.sampled_from(FOLDERS), min_size=1, max_size=4))
 def test_coverage_adds_up_over_fixtures(folders: set[str]) -> None:
     # The fixtures share no trace: the coverage of several is the sum of each's.
-    each = [_summary(_spans(f))["coverage"] for f in sorted(folders)]
-    together = _summary(*(_spans(f) for f in sorted(folders)))["coverage"]
+    each = [_summary(fixture_spans(f))["coverage"] for f in sorted(folders)]
+    together = _summary(*(fixture_spans(f) for f in sorted(folders)))["coverage"]
     for figure in ("spans", "genai_spans", "genai_spans_without_calls", "unverifiable_calls"):
         assert together[figure] == sum(c[figure] for c in each)
     sources = {s for c in each for s in c["tool_calls"]}
@@ -319,7 +315,7 @@ def test_clickhouse_coverage_of_a_silent_zero_counts_each_span_once(
 
 
 def test_clickhouse_coverage_reads_the_same_from_inits_copies(table: Table) -> None:
-    paths = [_spans("vercel-ai-5-on"), _spans("openai-openinference-off")]
+    paths = [fixture_spans("vercel-ai-5-on"), fixture_spans("openai-openinference-off")]
     table.load(*paths)
     table.init()
     with ClickHouseAnalyzer(table.source) as az:

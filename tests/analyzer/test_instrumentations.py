@@ -25,11 +25,10 @@ import pytest
 from tests.clickhouse_backend import Backend
 from toolspan.analyzer import Analyzer, Finding
 
+from .instrumentations import FIXTURES, FOLDERS, fixture_labels, fixture_spans
 from .test_analyzer_clickhouse import LAYOUTS, Table, _assert_same
 
-FIXTURES = Path(__file__).parent / "instrumentations"
 RECORD = FIXTURES / "record"
-FOLDERS = sorted(p.name for p in FIXTURES.iterdir() if (p / "labels.json").is_file())
 
 # The script's tools; a fixture whose stack names them otherwise (Semantic
 # Kernel: <plugin>-<function>) lists its names as labels["tools"].
@@ -85,17 +84,6 @@ def _params(*checks: str) -> list[Any]:
     ]
 
 
-def _labels(folder: str) -> dict[str, Any]:
-    labels: dict[str, Any] = json.loads((FIXTURES / folder / "labels.json").read_text())
-    return labels
-
-
-def _spans(folder: str) -> Path:
-    """The recorded spans: ``spans.jsonl``, or gzipped when it was over 200 KB."""
-    plain = FIXTURES / folder / "spans.jsonl"
-    return plain if plain.exists() else plain.with_name("spans.jsonl.gz")
-
-
 def found(findings: list[Finding], traces: dict[str, str]) -> set[Key]:
     """The findings as (kind, tool, scenario); a finding over traces of two
     scenarios is in both (and so wrong in at least one)."""
@@ -125,10 +113,10 @@ def _assert_matches(findings: list[Finding], labels: dict[str, Any]) -> None:
 
 
 def _duck_findings(folder: str) -> list[Finding]:
-    labels = _labels(folder)
+    labels = fixture_labels(folder)
     with Analyzer() as az:
         az.set_write_tools(labels["write_tools"])
-        az.ingest([_spans(folder)])
+        az.ingest([fixture_spans(folder)])
         return az.findings()
 
 
@@ -138,17 +126,17 @@ def _duck_findings(folder: str) -> list[Finding]:
 def test_the_fixtures_cover_every_recorded_stack_and_capture() -> None:
     from .instrumentations.record.regenerate import CAPTURES, STACKS
 
-    recorded = {(_labels(f)["stack"], _labels(f)["capture"]) for f in FOLDERS}
+    recorded = {(fixture_labels(f)["stack"], fixture_labels(f)["capture"]) for f in FOLDERS}
     assert {(s, c) for s in STACKS for c in CAPTURES} == recorded
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_a_fixture_is_small_and_labelled_for_each_of_its_traces(folder: str) -> None:
-    labels = _labels(folder)
-    assert _spans(folder).stat().st_size < 200_000
+    labels = fixture_labels(folder)
+    assert fixture_spans(folder).stat().st_size < 200_000
     assert labels["library_versions"] and labels["capture"] in {"on", "off"}
     traces = set()
-    path = _spans(folder)
+    path = fixture_spans(folder)
     text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     for line in text.decode().splitlines():
         for resource in json.loads(line)["resourceSpans"]:
@@ -171,9 +159,9 @@ def test_precision_and_recall_count_extra_and_missing_findings() -> None:
 
 @pytest.mark.parametrize("folder", _params("calls"))
 def test_every_tool_call_is_read(folder: str) -> None:
-    labels = _labels(folder)
+    labels = fixture_labels(folder)
     with Analyzer() as az:
-        az.ingest([_spans(folder)])
+        az.ingest([fixture_spans(folder)])
         rows = az.query("SELECT tool, count(*) FROM tool_calls GROUP BY 1 ORDER BY 1").rows
     assert sum(n for _, n in rows) == labels["tool_calls"], rows
     if labels["tool_calls"]:
@@ -182,7 +170,7 @@ def test_every_tool_call_is_read(folder: str) -> None:
 
 @pytest.mark.parametrize("folder", _params("findings"))
 def test_findings_match_the_labels_on_duckdb(folder: str) -> None:
-    _assert_matches(_duck_findings(folder), _labels(folder))
+    _assert_matches(_duck_findings(folder), fixture_labels(folder))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -194,9 +182,11 @@ def test_clickhouse_gives_the_duckdb_answers_over_every_fixture(
     # one per folder would. The fixtures share no trace, and each finding of
     # the whole lies within one folder's traces, so a folder's share of the
     # findings is its own analysis (DuckDB's per-folder matches are above).
-    paths = [_spans(folder) for folder in FOLDERS]
+    paths = [fixture_spans(folder) for folder in FOLDERS]
     # The stacks' write tools together: no stack's name is another's tool.
-    write_tools = sorted({tool for folder in FOLDERS for tool in _labels(folder)["write_tools"]})
+    write_tools = sorted(
+        {tool for folder in FOLDERS for tool in fixture_labels(folder)["write_tools"]}
+    )
     table = Table(clickhouse, layout)
     try:
         table.load(*paths)
@@ -204,11 +194,11 @@ def test_clickhouse_gives_the_duckdb_answers_over_every_fixture(
     finally:
         table.drop()
     for folder in FOLDERS:
-        traces = _labels(folder)["traces"]
+        traces = fixture_labels(folder)["traces"]
         share = [f for f in findings if set(f.trace_ids) & traces.keys()]
         assert all(set(f.trace_ids) <= traces.keys() for f in share), folder
         if folder not in KNOWN_WRONG["findings"]:
-            _assert_matches(share, _labels(folder))
+            _assert_matches(share, fixture_labels(folder))
 
 
 # -- what is read of OpenLLMetry JS's class-named tool spans ---------------------------
@@ -220,7 +210,7 @@ def test_openllmetry_js_tools_are_named_from_their_result_message() -> None:
     # What the strict xfails above cannot show: the 13 calls that returned are
     # named (and their arguments read); only the 2 timed-out charges are not.
     with Analyzer() as az:
-        az.ingest([_spans(OPENLLMETRY_JS)])
+        az.ingest([fixture_spans(OPENLLMETRY_JS)])
         rows = az.query(
             "SELECT tool, count(*), count(args_fingerprint) FROM tool_calls GROUP BY 1 ORDER BY 1"
         ).rows
@@ -233,22 +223,24 @@ def test_openllmetry_js_tools_are_named_from_their_result_message() -> None:
 
 
 def _named_findings(findings: list[Finding]) -> set[Key]:
-    return found(findings, _labels(OPENLLMETRY_JS)["traces"])
+    return found(findings, fixture_labels(OPENLLMETRY_JS)["traces"])
 
 
 def test_openllmetry_js_findings_are_all_but_the_unnamed_charges() -> None:
-    expected = _expected(_labels(OPENLLMETRY_JS))
+    expected = _expected(fixture_labels(OPENLLMETRY_JS))
     missed = {("write_after_unknown", "charge", "repeats")}
     assert _named_findings(_duck_findings(OPENLLMETRY_JS)) == expected - missed
 
 
 def test_openllmetry_js_reads_alike_on_clickhouse(clickhouse: Backend) -> None:
     # The strict xfail of the ClickHouse check would hide a disagreement here.
-    labels = _labels(OPENLLMETRY_JS)
+    labels = fixture_labels(OPENLLMETRY_JS)
     table = Table(clickhouse)
     try:
-        table.load(_spans(OPENLLMETRY_JS))
-        findings = _assert_same(table, [_spans(OPENLLMETRY_JS)], write_tools=labels["write_tools"])
+        table.load(fixture_spans(OPENLLMETRY_JS))
+        findings = _assert_same(
+            table, [fixture_spans(OPENLLMETRY_JS)], write_tools=labels["write_tools"]
+        )
     finally:
         table.drop()
     assert _named_findings(findings) == _named_findings(_duck_findings(OPENLLMETRY_JS))
@@ -286,10 +278,10 @@ def test_a_live_recording_reads_like_its_fixture(stack: str, capture: str, tmp_p
     out = tmp_path / "spans.jsonl"
     recorded = record(stack, capture, out)
     assert set(recorded["traces"].values()) == {"repeats", "benign"}
-    fixture = _labels(f"{stack}-{capture}")
+    fixture = fixture_labels(f"{stack}-{capture}")
     assert recorded["versions"].keys() == fixture["library_versions"].keys()
     # The library still writes what the fixture holds, and the analyzer reads both alike.
-    assert _read(out) == _read(_spans(f"{stack}-{capture}"))
+    assert _read(out) == _read(fixture_spans(f"{stack}-{capture}"))
 
 
 def _read(path: Path) -> tuple[list[Any], list[Any]]:

@@ -15,8 +15,8 @@ import pytest
 from tests.clickhouse_backend import Backend
 from toolspan.analyzer import Analyzer, ClickHouseAnalyzer
 
+from .instrumentations import fixture_labels, fixture_spans
 from .test_analyzer_clickhouse import Table
-from .test_instrumentations import _labels, _spans
 
 # The folder -> the conversation id its app gave each scenario.
 SESSIONS = {
@@ -34,27 +34,27 @@ def _by_scenario(rows: list[tuple[str, str]], traces: dict[str, str]) -> dict[st
 
 
 def _expected(folder: str) -> dict[str, set[str]]:
-    scenarios = set(_labels(folder)["traces"].values())
+    scenarios = set(fixture_labels(folder)["traces"].values())
     return {s: {SESSIONS[folder].format(scenario=s)} for s in scenarios}
 
 
 @pytest.mark.parametrize("folder", sorted(SESSIONS))
 def test_the_apps_conversation_id_is_read_on_duckdb(folder: str) -> None:
     with Analyzer() as az:
-        az.ingest([_spans(folder)])
+        az.ingest([fixture_spans(folder)])
         rows = az.query("SELECT DISTINCT trace_id, conversation_id FROM tool_calls").rows
-    assert _by_scenario(rows, _labels(folder)["traces"]) == _expected(folder)
+    assert _by_scenario(rows, fixture_labels(folder)["traces"]) == _expected(folder)
 
 
 @pytest.mark.parametrize("folder", sorted(SESSIONS))
 def test_the_apps_conversation_id_is_read_on_clickhouse(clickhouse: Backend, folder: str) -> None:
     table = Table(clickhouse)
     try:
-        table.load(_spans(folder))
+        table.load(fixture_spans(folder))
         with ClickHouseAnalyzer(table.source) as az:
             result = az.tool_calls()
     finally:
         table.drop()
     at = {name: i for i, name in enumerate(result.columns)}
     rows = [(row[at["trace_id"]], row[at["conversation_id"]]) for row in result.rows]
-    assert _by_scenario(rows, _labels(folder)["traces"]) == _expected(folder)
+    assert _by_scenario(rows, fixture_labels(folder)["traces"]) == _expected(folder)

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.analyzer.instrumentations import fixture_spans
 from toolspan.analyzer import Analyzer
 from toolspan.dashboard import open_database
 from toolspan.dashboard._queries import Filters, run_query
 
-FIXTURE = (
-    Path(__file__).resolve().parents[1]
-    / "analyzer"
-    / "instrumentations"
-    / "openai-openinference-on"
-    / "spans.jsonl"
-)
+FIXTURE = fixture_spans("openai-openinference-on")
 
 
 def test_requested_calls_are_not_counted_as_failed_on_the_trace_list(tmp_path: Path) -> None:

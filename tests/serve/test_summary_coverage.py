@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.analyzer.instrumentations import fixture_spans
 from toolspan.cli import main
 from toolspan.serve import Server
 
 from .conftest import http_url, summary, wait_for
 
-FIXTURE = (
-    Path(__file__).resolve().parents[1]
-    / "analyzer"
-    / "instrumentations"
-    / "openai-openllmetry-off"
-    / "spans.jsonl"
-)
+FIXTURE = fixture_spans("openai-openllmetry-off")
 
 
 def test_the_api_summary_carries_the_coverage_analyze_prints(
