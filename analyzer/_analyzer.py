@@ -226,6 +226,7 @@ class Analyzer:
         self._run_script("findings")
         self._execute(_statement("derive", "side_effect_macro"))
         self._execute(_statement("derive", "recorded_macro"))
+        self._execute(_statement("derive", "json_text_macro"))
         self._execute(_statement("derive", "remember_old_pending"))
         self._execute(_statement("schema_check", "write_schema_version"), [SCHEMA_VERSION])
 

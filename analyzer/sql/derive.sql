@@ -23,6 +23,15 @@ CREATE OR REPLACE MACRO toolspan_side_effect(tool_name, declared, span_source) A
 CREATE OR REPLACE MACRO toolspan_recorded(text) AS
     CASE WHEN trim(text) NOT IN ('', '__REDACTED__', '[REDACTED]') THEN text END;
 
+-- name: json_text_macro
+-- The text a JSON string holds ('"A1"' -> A1); any other value as it is.
+-- MLflow JSON-encodes every attribute value, its inputs and outputs too.
+CREATE OR REPLACE MACRO toolspan_json_text(value) AS
+    CASE WHEN json_valid(value) AND json_type(value) = 'VARCHAR'
+        THEN json_extract_string(value, '$')
+        ELSE value
+    END;
+
 -- name: refresh_scope
 -- Where the pending spans start in span_rows, and whether a pending trace had
 -- spans stored before (schema.sql, pending_batches); without a row, every span.
@@ -140,16 +149,8 @@ mlflow_span AS (
         attribute_vals["mlflow.spanType"] = '"TOOL"' AS is_mlflow,
         -- MLflow's inputs/outputs as the value's JSON: a text is '"A1"' (as
         -- OpenInference's bare A1 once decoded), capture redacted '"[REDACTED]"'.
-        CASE WHEN json_valid(attribute_vals["mlflow.spanInputs"])
-                 AND json_type(attribute_vals["mlflow.spanInputs"]) = 'VARCHAR'
-            THEN json_extract_string(attribute_vals["mlflow.spanInputs"], '$')
-            ELSE attribute_vals["mlflow.spanInputs"]
-        END AS mlflow_inputs,
-        CASE WHEN json_valid(attribute_vals["mlflow.spanOutputs"])
-                 AND json_type(attribute_vals["mlflow.spanOutputs"]) = 'VARCHAR'
-            THEN json_extract_string(attribute_vals["mlflow.spanOutputs"], '$')
-            ELSE attribute_vals["mlflow.spanOutputs"]
-        END AS mlflow_outputs
+        toolspan_json_text(attribute_vals["mlflow.spanInputs"]) AS mlflow_inputs,
+        toolspan_json_text(attribute_vals["mlflow.spanOutputs"]) AS mlflow_outputs
     FROM tool_span_list
 ),
 tool_span AS (
