@@ -134,6 +134,8 @@ FROM (
             toValidUTF8(toolspan_attr(SpanAttributes, 'toolspan.args.hash')) AS a_args_hash,
             -- MLflow JSON-encodes every attribute value, its span type too.
             ifNull(toolspan_attr(SpanAttributes, 'mlflow.spanType') = '"TOOL"', false) AS is_mlflow,
+            -- The function's bound parameters: MLflow's and Langfuse's (derive.sql).
+            is_mlflow OR ifNull(a_langfuse_type = 'tool', false) AS binds_parameters,
             -- Its inputs/outputs as the value's JSON: a text is '"A1"', capture
             -- redacted '"[REDACTED]"' (derive.sql, mlflow_span).
             toValidUTF8(toolspan_attr(SpanAttributes, 'mlflow.spanInputs')) AS a_mlflow_inputs,
@@ -176,9 +178,9 @@ FROM (
                 JSONHas(arguments_text, 'inputs')
                     AND (JSONHas(arguments_text, 'metadata') OR JSONHas(arguments_text, 'tags')),
                 JSONExtractRaw(arguments_text, 'inputs'),
-                -- MLflow's bound parameters of f(**kwargs) / f(*args, **kwargs), cut out
-                -- of the text as written (derive.sql): JSONExtractRaw writes 2.0 as 2.
-                is_mlflow AND isValidJSON(ifNull(arguments_text, ''))
+                -- Bound parameters of f(**kwargs) / f(*args, **kwargs), cut out of
+                -- the text as written (derive.sql): JSONExtractRaw writes 2.0 as 2.
+                binds_parameters AND isValidJSON(ifNull(arguments_text, ''))
                     AND arraySort(JSONExtractKeys(ifNull(arguments_text, ''))) IN (['kwargs'], ['args', 'kwargs']),
                 coalesce(nullIf(extract(arguments_text,
                     '(?s)\\A\\s*\\{\\s*(?:"args"\\s*:\\s*\\[\\s*\\]\\s*,\\s*)?"kwargs"\\s*:\\s*(\\{.*\\})\\s*(?:,\\s*"args"\\s*:\\s*\\[\\s*\\]\\s*)?\\}\\s*\\z'), ''),

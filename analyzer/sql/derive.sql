@@ -147,6 +147,11 @@ mlflow_span AS (
     SELECT
         *,
         attribute_vals["mlflow.spanType"] = '"TOOL"' AS is_mlflow,
+        -- Decorator instrumentations record the function's bound parameters
+        -- ({"args": [...], "kwargs": {...}}): MLflow's TOOL spans, Langfuse's
+        -- tool observations.
+        attribute_vals["mlflow.spanType"] = '"TOOL"'
+            OR attribute_vals["langfuse.observation.type"] = 'tool' AS binds_parameters,
         -- MLflow's inputs/outputs as the value's JSON: a text is '"A1"' (as
         -- OpenInference's bare A1 once decoded), capture redacted '"[REDACTED]"'.
         toolspan_json_text(attribute_vals["mlflow.spanInputs"]) AS mlflow_inputs,
@@ -210,12 +215,12 @@ tool_span AS (
                 AND json_exists(arguments_text, '$.inputs')
                 AND (json_exists(arguments_text, '$.metadata') OR json_exists(arguments_text, '$.tags'))
                 THEN json_extract(arguments_text, '$.inputs')::VARCHAR
-            -- MLflow records the function's bound parameters: a tool written as
+            -- The function's bound parameters (MLflow, Langfuse): a tool written as
             -- f(**kwargs) or f(*args, **kwargs) is {"kwargs": {...}} (with
             -- "args": []), the model's arguments one level down. Cut out of the
             -- text as written, not re-serialised (ClickHouse would write 2.0 as 2;
             -- clickhouse_derive.sql has the same pattern); other shapes as they are.
-            WHEN is_mlflow AND json_valid(arguments_text)
+            WHEN binds_parameters AND json_valid(arguments_text)
                 AND list_sort(json_keys(arguments_text)) IN (['kwargs'], ['args', 'kwargs'])
                 THEN coalesce(nullif(regexp_extract(
                     arguments_text,

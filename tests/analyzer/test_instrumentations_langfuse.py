@@ -15,6 +15,7 @@ from pathlib import Path
 from toolspan.analyzer import Analyzer
 
 from .conftest import Recorder
+from .instrumentations import fixture_spans
 
 
 def _observed_toolspan_calls(path: Path) -> Path:
@@ -41,3 +42,22 @@ def test_a_langfuse_tool_observation_around_toolspans_call_counts_once(tmp_path:
         loops = [(f.tool, f.count) for f in az.findings() if f.kind == "loop"]
     assert sources == [("toolspan", 3)]
     assert loops == [("search", 3)]
+
+
+def test_a_langfuse_tool_observations_arguments_fingerprint_as_the_tools_own() -> None:
+    # Langfuse records the decorated function's bound parameters, {"args": [],
+    # "kwargs": {...}}, where MLflow records the tool's own parameters: the
+    # call's arguments are the kwargs, so each of its get_order calls is the
+    # same call as MLflow's (the same script: orders A1, B2, C3).
+    with Analyzer() as az:
+        az.ingest([fixture_spans("langfuse-on"), fixture_spans("mlflow-on")])
+        rows = az.query(
+            "SELECT source, count(DISTINCT args_fingerprint), count(args_fingerprint)"
+            " FROM tool_calls WHERE tool = 'get_order' GROUP BY ALL ORDER BY ALL"
+        ).rows
+        together = az.query(
+            "SELECT count(DISTINCT args_fingerprint) FROM tool_calls WHERE tool = 'get_order'"
+        ).rows
+    assert [(source, distinct) for source, distinct, _ in rows] == [("langfuse", 3), ("mlflow", 3)]
+    assert all(recorded > 0 for _, _, recorded in rows)
+    assert together == [(3,)]
